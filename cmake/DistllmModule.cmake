@@ -1,0 +1,29 @@
+# distllm_module(NAME DEPS dep...)
+# One static library per folder of src/distllm, built from every .cpp in it.
+# Files named *_avx2.cpp are compiled with AVX2+FMA enabled; callers reach them only
+# after a run-time CPUID check, so the binary still runs on any x86-64.
+function(distllm_module name)
+  cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  file(GLOB simd_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_avx2.cpp)
+  if(simd_srcs)
+    set_source_files_properties(${simd_srcs} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+  endif()
+  add_library(distllm_${name} STATIC ${srcs})
+  target_include_directories(distllm_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(distllm_${name} PUBLIC ${M_DEPS})
+endfunction()
+
+# distllm_gtest(NAME DEPS dep...): one GoogleTest binary from every *_test.cpp in the
+# current folder, each TEST registered with CTest.
+function(distllm_gtest name)
+  cmake_parse_arguments(T "" "" "DEPS;LABELS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
+  add_executable(test_${name} ${srcs})
+  target_link_libraries(test_${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(test_${name} PRIVATE
+    DISTLLM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DISTLLM_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${name};${T_LABELS}" TIMEOUT 120)
+endfunction()

@@ -1,0 +1,49 @@
+// Thread count and parallel loops. distllm's kernels and OpenBLAS share one OpenMP
+// thread pool; `set_num_threads` sizes both.
+#pragma once
+
+#include <cstdint>
+
+namespace distllm {
+
+// CPUs this process may run on (its affinity mask), at least 1.
+int available_cpus();
+
+// Threads used by parallel loops and by sgemm.
+int num_threads();
+void set_num_threads(int n);
+
+// Calls fn(i) for i in [begin, end), split into contiguous static chunks across the
+// threads. The split depends only on (begin, end, num_threads()), so results are
+// reproducible for a given thread count. Runs inline for tiny ranges.
+template <typename Fn>
+void parallel_for(int64_t begin, int64_t end, Fn&& fn) {
+  if (end - begin <= 1 || num_threads() == 1) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int64_t i = begin; i < end; ++i) fn(i);
+}
+
+// Calls fn(chunk_begin, chunk_end, thread_index) once per thread with a contiguous
+// share of [begin, end); useful when each thread keeps private scratch space.
+template <typename Fn>
+void parallel_chunks(int64_t begin, int64_t end, Fn&& fn) {
+  int64_t n = end - begin;
+  int threads = num_threads();
+  if (n <= 0) return;
+  if (threads == 1 || n == 1) {
+    fn(begin, end, 0);
+    return;
+  }
+  if (threads > n) threads = static_cast<int>(n);
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    int64_t lo = begin + n * t / threads;
+    int64_t hi = begin + n * (t + 1) / threads;
+    fn(lo, hi, t);
+  }
+}
+
+}  // namespace distllm
