@@ -12,7 +12,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev libomp-dev
   python3 python3-numpy python3-torch
   fortunes
   nodejs npm curl ca-certificates
