@@ -1,0 +1,50 @@
+// Causal multi-head attention with grouped-query heads (n_kv_head divides n_head;
+// query head h reads kv head h / (n_head / n_kv_head)).
+//
+// Scores are computed tile by tile (64 query rows at a time) with sgemm, softmaxed
+// in place, and multiplied into V, so only a 64 x kv_len scratch tile per thread
+// exists. Backward recomputes the probabilities from the saved log-sum-exp (as
+// FlashAttention does) instead of storing a [T, T] matrix per head.
+#pragma once
+
+#include <cstdint>
+
+namespace distllm::kernels {
+
+struct AttentionArgs {
+  int batch = 1;
+  int n_head = 1;
+  int n_kv_head = 1;
+  int head_dim = 1;
+  // The queries are the last q_len of kv_len positions: query r sits at position
+  // kv_len - q_len + r and sees keys [0, that position]. Training has q_len == kv_len.
+  int q_len = 1;
+  int kv_len = 1;
+  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+
+  // Element (b, t, h, d) of X lives at X + b*X_batch_stride + t*X_row_stride + h*head_dim + d.
+  const float* q = nullptr;
+  int64_t q_row_stride = 0, q_batch_stride = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t kv_row_stride = 0, kv_batch_stride = 0;
+  float* out = nullptr;
+  int64_t out_row_stride = 0, out_batch_stride = 0;
+  // Log-sum-exp of each query's scores, [batch, n_head, q_len]; may be null.
+  float* lse = nullptr;
+};
+
+void attention_forward(const AttentionArgs& a);
+
+// Gradients for the training case (q_len == kv_len). dq/dk/dv use the strides of
+// q/k/v respectively and are overwritten. `a.out` and `a.lse` must hold the forward
+// results; dout uses out's strides.
+struct AttentionGrads {
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+  const float* dout = nullptr;
+};
+void attention_backward(const AttentionArgs& a, const AttentionGrads& g);
+
+}  // namespace distllm::kernels

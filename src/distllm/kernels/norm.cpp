@@ -1,0 +1,137 @@
+#include "distllm/kernels/norm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "distllm/base/cpu.h"
+#include "distllm/base/parallel.h"
+
+namespace distllm::kernels {
+
+namespace scalar {
+
+void layernorm_row(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
+                   const float* b, int C, float eps) {
+  float sum = 0.0f;
+  for (int i = 0; i < C; ++i) sum += x[i];
+  float mean = sum / C;
+  float var = 0.0f;
+  for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+  float rstd = 1.0f / std::sqrt(var / C + eps);
+  for (int i = 0; i < C; ++i) out[i] = (x[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f);
+  if (mean_out) *mean_out = mean;
+  if (rstd_out) *rstd_out = rstd;
+}
+
+void layernorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float mean,
+                            float rstd, int C) {
+  float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
+  for (int i = 0; i < C; ++i) {
+    float dnorm = dout[i] * w[i];
+    dnorm_mean += dnorm;
+    dnorm_xhat_mean += dnorm * (x[i] - mean) * rstd;
+  }
+  dnorm_mean /= C;
+  dnorm_xhat_mean /= C;
+  for (int i = 0; i < C; ++i) {
+    float xhat = (x[i] - mean) * rstd;
+    dx[i] += rstd * (dout[i] * w[i] - dnorm_mean - xhat * dnorm_xhat_mean);
+  }
+}
+
+void layernorm_param_grad_row(float* dw, float* db, const float* dout, const float* x, float mean, float rstd,
+                              int n) {
+  for (int i = 0; i < n; ++i) {
+    if (dw) dw[i] += dout[i] * (x[i] - mean) * rstd;
+    if (db) db[i] += dout[i];
+  }
+}
+
+void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < C; ++i) ss += x[i] * x[i];
+  float rstd = 1.0f / std::sqrt(ss / C + eps);
+  for (int i = 0; i < C; ++i) out[i] = x[i] * rstd * w[i];
+  if (rstd_out) *rstd_out = rstd;
+}
+
+void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
+  float gx = 0.0f;
+  for (int i = 0; i < C; ++i) gx += dout[i] * w[i] * x[i];
+  float coef = rstd * rstd * gx / C;
+  for (int i = 0; i < C; ++i) dx[i] += rstd * (dout[i] * w[i] - x[i] * coef);
+}
+
+void rmsnorm_param_grad_row(float* dw, const float* dout, const float* x, float rstd, int n) {
+  for (int i = 0; i < n; ++i) dw[i] += dout[i] * x[i] * rstd;
+}
+
+}  // namespace scalar
+
+namespace {
+
+// Parameter gradients are column sums over all rows. Splitting by column block
+// (not by row) keeps each thread's partial sums private and the summation order
+// fixed, so results are identical for any thread count.
+constexpr int kColumnBlock = 128;
+
+template <typename RowFn>
+void for_column_blocks(int C, RowFn&& fn) {
+  int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  parallel_for(0, blocks, [&](int64_t blk) {
+    int c0 = static_cast<int>(blk) * kColumnBlock;
+    fn(c0, std::min(C, c0 + kColumnBlock));
+  });
+}
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, float eps) {
+  bool simd = use_avx2();
+  parallel_for(0, N, [&](int64_t n) {
+    auto row = simd ? avx2::layernorm_row : scalar::layernorm_row;
+    row(out + n * C, mean ? mean + n : nullptr, rstd ? rstd + n : nullptr, inp + n * C, weight, bias, C, eps);
+  });
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C) {
+  bool simd = use_avx2();
+  parallel_for(0, N, [&](int64_t n) {
+    auto row = simd ? avx2::layernorm_backward_row : scalar::layernorm_backward_row;
+    row(dinp + n * C, dout + n * C, inp + n * C, weight, mean[n], rstd[n], C);
+  });
+  if (dweight == nullptr && dbias == nullptr) return;
+  for_column_blocks(C, [&](int c0, int c1) {
+    auto row = simd ? avx2::layernorm_param_grad_row : scalar::layernorm_param_grad_row;
+    for (int64_t n = 0; n < N; ++n)
+      row(dweight ? dweight + c0 : nullptr, dbias ? dbias + c0 : nullptr, dout + n * C + c0, inp + n * C + c0,
+          mean[n], rstd[n], c1 - c0);
+  });
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                     float eps) {
+  bool simd = use_avx2();
+  parallel_for(0, N, [&](int64_t n) {
+    auto row = simd ? avx2::rmsnorm_row : scalar::rmsnorm_row;
+    row(out + n * C, rstd ? rstd + n : nullptr, inp + n * C, weight, C, eps);
+  });
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int64_t N, int C) {
+  bool simd = use_avx2();
+  parallel_for(0, N, [&](int64_t n) {
+    auto row = simd ? avx2::rmsnorm_backward_row : scalar::rmsnorm_backward_row;
+    row(dinp + n * C, dout + n * C, inp + n * C, weight, rstd[n], C);
+  });
+  if (dweight == nullptr) return;
+  for_column_blocks(C, [&](int c0, int c1) {
+    auto row = simd ? avx2::rmsnorm_param_grad_row : scalar::rmsnorm_param_grad_row;
+    for (int64_t n = 0; n < N; ++n) row(dweight + c0, dout + n * C + c0, inp + n * C + c0, rstd[n], c1 - c0);
+  });
+}
+
+}  // namespace distllm::kernels

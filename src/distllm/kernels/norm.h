@@ -1,0 +1,44 @@
+// LayerNorm (GPT-2) and RMSNorm (Llama), forward and backward, over N rows of C.
+// Backward accumulates (+=) into dinp, dweight and dbias so residual-stream and
+// micro-batch gradients add up without extra passes.
+#pragma once
+
+#include <cstdint>
+
+namespace distllm::kernels {
+
+// mean and rstd (1/sqrt(var + eps)) per row are saved for backward; pass null at
+// inference time.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, float eps);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C);
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                     float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int64_t N, int C);
+
+// One-row building blocks; the public functions above parallelise over them.
+#define DISTLLM_NORM_ROW_KERNELS                                                                    \
+  void layernorm_row(float* out, float* mean, float* rstd, const float* x, const float* w,          \
+                     const float* b, int C, float eps);                                             \
+  void layernorm_backward_row(float* dx, const float* dout, const float* x, const float* w,         \
+                              float mean, float rstd, int C);                                       \
+  /* dw[c] += dout[c] * (x[c] - mean) * rstd, db[c] += dout[c], for c in [0, n) */                 \
+  void layernorm_param_grad_row(float* dw, float* db, const float* dout, const float* x, float mean, \
+                                float rstd, int n);                                                 \
+  void rmsnorm_row(float* out, float* rstd, const float* x, const float* w, int C, float eps);      \
+  void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, \
+                            int C);                                                                 \
+  /* dw[c] += dout[c] * x[c] * rstd */                                                              \
+  void rmsnorm_param_grad_row(float* dw, const float* dout, const float* x, float rstd, int n);
+
+namespace scalar {
+DISTLLM_NORM_ROW_KERNELS
+}
+namespace avx2 {
+DISTLLM_NORM_ROW_KERNELS
+}
+
+}  // namespace distllm::kernels
