@@ -118,12 +118,14 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
           // dP = dO · V^T
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, D, 1.0f, dout, a.out_row_stride, p.v,
                       a.kv_row_stride, 0.0f, dP, cols);
-          // dS = P * (dP - rowsum(dO * O)), written over dP.
+          // dS = P * (dP - sum_j P_j dP_j), written over dP. The row sum is taken
+          // from P and dP themselves (not as dO . O, which is equal in exact
+          // arithmetic), so a row with one visible key gets exactly zero.
           for (int r = 0; r < rows; ++r) {
-            float di = dot(dout + r * a.out_row_stride, p.out + r * a.out_row_stride, D);
             float* prow = P + static_cast<int64_t>(r) * cols;
             float* drow = dP + static_cast<int64_t>(r) * cols;
             int vis = visible_keys(a, i0 + r);
+            float di = dot(prow, drow, vis);
             for (int j = 0; j < vis; ++j) drow[j] = prow[j] * (drow[j] - di);
             std::memset(drow + vis, 0, sizeof(float) * (cols - vis));
           }

@@ -1,0 +1,56 @@
+// Model hyper-parameters for the two supported families.
+//
+//   gpt2:  LayerNorm, GELU MLP (4x), learned positions, biases, tied embeddings
+//   llama: RMSNorm, RoPE, SwiGLU MLP, grouped-query attention, no biases,
+//          untied embeddings (tie_word_embeddings may turn tying on)
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace distllm {
+
+enum class ModelFamily { kGpt2, kLlama };
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::kGpt2;
+  int vocab_size = 50257;
+  int n_layer = 6;
+  int n_head = 6;
+  int n_kv_head = 6;           // == n_head for gpt2
+  int n_embd = 384;
+  int head_dim = 0;            // 0: n_embd / n_head
+  int intermediate_size = 0;   // 0: 4 * n_embd (gpt2) or the Llama default
+  int max_position = 1024;     // context length (and learned positions for gpt2)
+  float norm_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = true;
+
+  // Derived sizes (valid after normalize()).
+  int attn_dim() const { return n_head * head_dim; }                     // width of q and attention output
+  int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim; }     // fused q|k|v row
+  int mlp_in_dim() const { return family == ModelFamily::kGpt2 ? intermediate_size : 2 * intermediate_size; }
+  int mlp_act_dim() const { return intermediate_size; }
+  bool is_gpt2() const { return family == ModelFamily::kGpt2; }
+  std::string family_name() const { return is_gpt2() ? "gpt2" : "llama"; }
+
+  // Fills derived defaults (head_dim, intermediate_size, gpt2's n_kv_head) and then
+  // validates; throws distllm::Error naming the offending field.
+  void normalize();
+  void validate() const;
+
+  // Named presets: gpt2-tiny, gpt2-124M, gpt2-355M, llama-tiny, llama-124M.
+  static ModelConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  // Hugging Face config.json (model_type gpt2 or llama). Unknown keys are ignored;
+  // missing required keys are named in the error, with `origin` (the file path).
+  static ModelConfig from_hf_json(const nlohmann::json& j, const std::string& origin);
+  nlohmann::json to_hf_json() const;
+
+  int64_t num_parameters() const;  // unique parameters (tied embeddings counted once)
+  std::string describe() const;
+};
+
+}  // namespace distllm

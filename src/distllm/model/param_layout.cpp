@@ -1,0 +1,142 @@
+#include "distllm/model/param_layout.h"
+
+#include "distllm/base/error.h"
+
+namespace distllm {
+
+namespace {
+constexpr int64_t kGroupAlign = 16;  // floats: 64 bytes
+}
+
+void ParamLayout::begin_group(const std::string& name) {
+  total_ = (total_ + kGroupAlign - 1) / kGroupAlign * kGroupAlign;
+  ParamGroup g;
+  g.name = name;
+  g.offset = total_;
+  groups_.push_back(g);
+}
+
+void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+  ParamTensor t;
+  t.name = name;
+  t.numel = 1;
+  for (int64_t d : shape) t.numel *= d;
+  t.shape = std::move(shape);
+  t.offset = total_;
+  t.group = static_cast<int>(groups_.size()) - 1;
+  t.weight_decay = decay;
+  total_ += t.numel;
+  groups_.back().tensors.push_back(static_cast<int>(tensors_.size()));
+  groups_.back().size = total_ - groups_.back().offset;
+  tensors_.push_back(std::move(t));
+}
+
+ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
+  const int64_t V = c.vocab_size, C = c.n_embd, P = c.max_position, I = c.intermediate_size;
+  const int64_t A = c.attn_dim(), KVD = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
+  if (c.is_gpt2()) {
+    linear_layout_ = kernels::WeightLayout::kInOut;
+    begin_group("embed");
+    add("transformer.wte.weight", {V, C}, true);
+    add("transformer.wpe.weight", {P, C}, true);
+    for (int i = 0; i < c.n_layer; ++i) {
+      begin_group(strprintf("layer.%d", i));
+      std::string p = strprintf("transformer.h.%d.", i);
+      add(p + "ln_1.weight", {C}, false);
+      add(p + "ln_1.bias", {C}, false);
+      add(p + "attn.c_attn.weight", {C, 3 * C}, true);
+      add(p + "attn.c_attn.bias", {3 * C}, false);
+      add(p + "attn.c_proj.weight", {C, C}, true);
+      add(p + "attn.c_proj.bias", {C}, false);
+      add(p + "ln_2.weight", {C}, false);
+      add(p + "ln_2.bias", {C}, false);
+      add(p + "mlp.c_fc.weight", {C, I}, true);
+      add(p + "mlp.c_fc.bias", {I}, false);
+      add(p + "mlp.c_proj.weight", {I, C}, true);
+      add(p + "mlp.c_proj.bias", {C}, false);
+    }
+    begin_group("head");
+    add("transformer.ln_f.weight", {C}, false);
+    add("transformer.ln_f.bias", {C}, false);
+  } else {
+    linear_layout_ = kernels::WeightLayout::kOutIn;
+    begin_group("embed");
+    add("model.embed_tokens.weight", {V, C}, true);
+    for (int i = 0; i < c.n_layer; ++i) {
+      begin_group(strprintf("layer.%d", i));
+      std::string p = strprintf("model.layers.%d.", i);
+      add(p + "input_layernorm.weight", {C}, false);
+      add(p + "self_attn.q_proj.weight", {A, C}, true);
+      add(p + "self_attn.k_proj.weight", {KVD, C}, true);
+      add(p + "self_attn.v_proj.weight", {KVD, C}, true);
+      add(p + "self_attn.o_proj.weight", {C, A}, true);
+      add(p + "post_attention_layernorm.weight", {C}, false);
+      add(p + "mlp.gate_proj.weight", {I, C}, true);
+      add(p + "mlp.up_proj.weight", {I, C}, true);
+      add(p + "mlp.down_proj.weight", {C, I}, true);
+    }
+    begin_group("head");
+    add("model.norm.weight", {C}, false);
+    if (!c.tie_embeddings) add("lm_head.weight", {V, C}, true);
+  }
+  total_ = (total_ + kGroupAlign - 1) / kGroupAlign * kGroupAlign;
+}
+
+std::optional<int> ParamLayout::find(const std::string& name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return static_cast<int>(i);
+  return std::nullopt;
+}
+
+const ParamTensor& ParamLayout::tensor(const std::string& name) const {
+  auto i = find(name);
+  DL_CHECK(i.has_value(), "no parameter named '%s'", name.c_str());
+  return tensors_[*i];
+}
+
+float* ParamLayout::at(float* base, const std::string& name) const { return base + tensor(name).offset; }
+
+LayerTensors ParamLayout::layer(float* base, int i) const {
+  LayerTensors t;
+  const ParamGroup& g = groups_.at(layer_group(i));
+  auto ptr = [&](int k) { return base + tensors_[g.tensors[k]].offset; };
+  if (config_.is_gpt2()) {
+    t.attn_norm_w = ptr(0), t.attn_norm_b = ptr(1);
+    t.qkv_w = ptr(2), t.qkv_b = ptr(3);
+    t.attn_out_w = ptr(4), t.attn_out_b = ptr(5);
+    t.mlp_norm_w = ptr(6), t.mlp_norm_b = ptr(7);
+    t.mlp_in_w = ptr(8), t.mlp_in_b = ptr(9);
+    t.mlp_out_w = ptr(10), t.mlp_out_b = ptr(11);
+  } else {
+    t.attn_norm_w = ptr(0);
+    t.qkv_w = ptr(1);  // q_proj, then k_proj and v_proj right after it
+    t.attn_out_w = ptr(4);
+    t.mlp_norm_w = ptr(5);
+    t.mlp_in_w = ptr(6);  // gate_proj, then up_proj right after it
+    t.mlp_out_w = ptr(8);
+  }
+  return t;
+}
+
+EmbedTensors ParamLayout::embed(float* base) const {
+  EmbedTensors e;
+  const ParamGroup& g = groups_.at(embed_group());
+  e.wte = base + tensors_[g.tensors[0]].offset;
+  if (config_.is_gpt2()) e.wpe = base + tensors_[g.tensors[1]].offset;
+  return e;
+}
+
+HeadTensors ParamLayout::head(float* base) const {
+  HeadTensors h;
+  const ParamGroup& g = groups_.at(head_group());
+  h.norm_w = base + tensors_[g.tensors[0]].offset;
+  if (config_.is_gpt2()) {
+    h.norm_b = base + tensors_[g.tensors[1]].offset;
+    h.lm_head = embed(base).wte;
+  } else {
+    h.lm_head = config_.tie_embeddings ? embed(base).wte : base + tensors_[g.tensors[1]].offset;
+  }
+  return h;
+}
+
+}  // namespace distllm

@@ -1,0 +1,116 @@
+// The one parameter layout (DESIGN.md principle 3).
+//
+// All parameters live in a single flat float buffer made of contiguous groups:
+//   group 0            "embed":    token embedding (+ gpt2 learned positions)
+//   groups 1..n_layer  "layer.i":  every tensor of transformer block i
+//   group n_layer + 1  "head":     final norm (+ lm_head when not tied)
+// Each group starts on a 64-byte boundary. Inside a group, tensors are packed back
+// to back in the order below, each a named view whose name and shape are exactly
+// the Hugging Face ones. Gradients and optimizer moments use the same offsets, so
+// sharding a layer is slicing its group's range and saving is writing the views.
+//
+// gpt2 (GPT2LMHeadModel; Conv1D weights are [in, out]):
+//   transformer.wte.weight [V, C], transformer.wpe.weight [P, C]
+//   transformer.h.i.{ln_1.weight, ln_1.bias [C], attn.c_attn.weight [C, 3C], attn.c_attn.bias [3C],
+//     attn.c_proj.weight [C, C], attn.c_proj.bias [C], ln_2.weight, ln_2.bias [C],
+//     mlp.c_fc.weight [C, 4C], mlp.c_fc.bias [4C], mlp.c_proj.weight [4C, C], mlp.c_proj.bias [C]}
+//   transformer.ln_f.weight, transformer.ln_f.bias [C]; lm_head is tied to wte
+// llama (LlamaForCausalLM; Linear weights are [out, in]):
+//   model.embed_tokens.weight [V, C]
+//   model.layers.i.{input_layernorm.weight [C], self_attn.q_proj.weight [H*D, C],
+//     self_attn.k_proj.weight [KV*D, C], self_attn.v_proj.weight [KV*D, C],
+//     self_attn.o_proj.weight [C, H*D], post_attention_layernorm.weight [C],
+//     mlp.gate_proj.weight [I, C], mlp.up_proj.weight [I, C], mlp.down_proj.weight [C, I]}
+//   model.norm.weight [C], lm_head.weight [V, C] (absent when tied)
+// q/k/v and gate/up are adjacent, so each pair forms one [rows, C] matrix and is
+// applied with a single matmul.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distllm/kernels/matmul.h"
+#include "distllm/model/config.h"
+
+namespace distllm {
+
+struct ParamTensor {
+  std::string name;              // Hugging Face name
+  std::vector<int64_t> shape;    // Hugging Face shape
+  int64_t offset = 0;            // into the flat buffer, in floats
+  int64_t numel = 0;
+  int group = 0;
+  bool weight_decay = false;     // matrices and embeddings decay; norms and biases do not
+};
+
+struct ParamGroup {
+  std::string name;  // "embed", "layer.3", "head"
+  int64_t offset = 0;
+  int64_t size = 0;  // floats, excluding the alignment padding after it
+  std::vector<int> tensors;
+};
+
+// Pointers to one block's tensors inside a flat buffer (parameters, gradients or
+// optimizer moments: the same layout). Unused fields are null for a family.
+struct LayerTensors {
+  float* attn_norm_w = nullptr;
+  float* attn_norm_b = nullptr;
+  float* qkv_w = nullptr;  // gpt2 c_attn [C, 3C]; llama q|k|v [(H+2KV)*D, C]
+  float* qkv_b = nullptr;
+  float* attn_out_w = nullptr;  // gpt2 c_proj [C, C]; llama o_proj [C, H*D]
+  float* attn_out_b = nullptr;
+  float* mlp_norm_w = nullptr;
+  float* mlp_norm_b = nullptr;
+  float* mlp_in_w = nullptr;  // gpt2 c_fc [C, 4C]; llama gate|up [2I, C]
+  float* mlp_in_b = nullptr;
+  float* mlp_out_w = nullptr;  // gpt2 c_proj [4C, C]; llama down [C, I]
+  float* mlp_out_b = nullptr;
+};
+
+struct EmbedTensors {
+  float* wte = nullptr;
+  float* wpe = nullptr;  // gpt2 only
+};
+
+struct HeadTensors {
+  float* norm_w = nullptr;
+  float* norm_b = nullptr;
+  float* lm_head = nullptr;  // [V, C]; points at wte when tied
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& config);
+
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  int64_t total_size() const { return total_; }  // floats, including padding
+  int embed_group() const { return 0; }
+  int layer_group(int layer) const { return 1 + layer; }
+  int head_group() const { return static_cast<int>(groups_.size()) - 1; }
+
+  std::optional<int> find(const std::string& name) const;
+  const ParamTensor& tensor(const std::string& name) const;  // throws if unknown
+
+  LayerTensors layer(float* base, int layer) const;
+  EmbedTensors embed(float* base) const;
+  HeadTensors head(float* base) const;
+
+  // Matmul layout of the block weights: kInOut for gpt2 (Conv1D), kOutIn for llama.
+  kernels::WeightLayout linear_layout() const { return linear_layout_; }
+
+ private:
+  ModelConfig config_;
+  std::vector<ParamTensor> tensors_;
+  std::vector<ParamGroup> groups_;
+  int64_t total_ = 0;
+  kernels::WeightLayout linear_layout_;
+
+  void begin_group(const std::string& name);
+  void add(const std::string& name, std::vector<int64_t> shape, bool decay);
+  float* at(float* base, const std::string& name) const;
+};
+
+}  // namespace distllm

@@ -1,0 +1,66 @@
+#include "distllm/model/transformer.h"
+
+#include <cmath>
+
+#include "distllm/base/parallel.h"
+#include "distllm/base/rng.h"
+#include "distllm/base/strings.h"
+
+namespace distllm {
+
+Transformer::Transformer(const ModelConfig& config) : config_(config), layout_(config) {
+  config_.validate();
+  params_.resize(static_cast<size_t>(layout_.total_size()));
+}
+
+float* Transformer::grads() {
+  if (grads_.size() == 0) grads_.resize(static_cast<size_t>(layout_.total_size()));
+  return grads_.data();
+}
+
+void Transformer::zero_grad() {
+  if (grads_.size() == 0) {
+    grads();
+    return;
+  }
+  float* g = grads_.data();
+  int64_t n = layout_.total_size();
+  constexpr int64_t kChunk = 1 << 16;
+  parallel_for(0, (n + kChunk - 1) / kChunk, [&](int64_t c) {
+    int64_t lo = c * kChunk;
+    std::fill(g + lo, g + std::min(n, lo + kChunk), 0.0f);
+  });
+}
+
+namespace {
+
+bool is_residual_projection(const std::string& name) {
+  return ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight") ||
+         ends_with(name, "self_attn.o_proj.weight") || ends_with(name, "mlp.down_proj.weight");
+}
+
+bool is_norm_weight(const std::string& name) {
+  return name.find("ln_") != std::string::npos || name.find("layernorm") != std::string::npos ||
+         name == "model.norm.weight";
+}
+
+}  // namespace
+
+void Transformer::init_weights(uint64_t seed) {
+  const auto& tensors = layout_.tensors();
+  const float residual_std = 0.02f / std::sqrt(2.0f * config_.n_layer);
+  parallel_for(0, static_cast<int64_t>(tensors.size()), [&](int64_t k) {
+    const ParamTensor& t = tensors[k];
+    float* p = params_.data() + t.offset;
+    if (t.shape.size() == 1) {
+      float value = is_norm_weight(t.name) && ends_with(t.name, "weight") ? 1.0f : 0.0f;
+      std::fill(p, p + t.numel, value);
+      return;
+    }
+    float std = is_residual_projection(t.name) ? residual_std : 0.02f;
+    CounterRng rng(seed, static_cast<uint64_t>(k));
+    for (int64_t i = 0; i < t.numel; ++i) p[i] = rng.normal() * std;
+  });
+}
+
+}  // namespace distllm

@@ -1,0 +1,47 @@
+// A decoder-only transformer's parameters (and, when training, gradients) in the
+// flat layout of param_layout.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "distllm/base/aligned_buffer.h"
+#include "distllm/model/config.h"
+#include "distllm/model/param_layout.h"
+
+namespace distllm {
+
+class Transformer {
+ public:
+  explicit Transformer(const ModelConfig& config);  // parameters start at zero
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  int64_t size() const { return layout_.total_size(); }
+
+  // Gradients are allocated on first use; zero_grad() clears them.
+  float* grads();
+  bool has_grads() const { return grads_.size() != 0; }
+  void zero_grad();
+
+  // The view of one named tensor (Hugging Face name).
+  float* param(const std::string& name) { return params_.data() + layout_.tensor(name).offset; }
+  float* grad(const std::string& name) { return grads() + layout_.tensor(name).offset; }
+
+  // GPT-2 / Llama initialisation: N(0, 0.02) for matrices and embeddings, with
+  // residual output projections (attn c_proj/o_proj, mlp c_proj/down_proj) scaled by
+  // 1/sqrt(2 n_layer); norms 1, biases 0. Tensor k of the layout draws from stream k
+  // of `seed`, so initial weights do not depend on thread count or layout padding.
+  void init_weights(uint64_t seed);
+
+ private:
+  ModelConfig config_;
+  ParamLayout layout_;
+  AlignedBuffer<float> params_;
+  AlignedBuffer<float> grads_;
+};
+
+}  // namespace distllm
