@@ -5,6 +5,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
+#include "distllm/base/profiler.h"
 #include "distllm/kernels/activation.h"
 #include "distllm/kernels/attention.h"
 #include "distllm/kernels/cross_entropy.h"
@@ -119,24 +120,54 @@ AttentionArgs attention_args(const ModelConfig& cfg, int B, int T, float* qkv, f
 void TrainGraph::layer_forward(const LayerTensors& w, LayerActs& a, float* out) {
   const int C = cfg_.n_embd;
   const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
-  norm_forward(true, w, a.input.data(), a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data());
-  matmul_forward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, BT_, C, cfg_.qkv_dim(), lay);
+  {
+    DL_PROFILE("fwd.norm");
+    norm_forward(true, w, a.input.data(), a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data());
+  }
+  {
+    DL_PROFILE("fwd.matmul");
+    matmul_forward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, BT_, C, cfg_.qkv_dim(), lay);
+  }
   if (!cfg_.is_gpt2()) {
+    DL_PROFILE("fwd.rope");
     rope_apply(a.qkv.data(), BT_, cfg_.qkv_dim(), cfg_.n_head, positions_.data(), rope_, false);
     rope_apply(a.qkv.data() + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_.data(), rope_, false);
   }
-  attention_forward(attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data()));
-  matmul_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, BT_, cfg_.attn_dim(), C, lay);
-  add_inplace(a.mid.data(), a.input.data(), BT_ * C);
-  norm_forward(false, w, a.mid.data(), a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data());
-  matmul_forward(a.mlp_in.data(), a.norm2.data(), w.mlp_in_w, w.mlp_in_b, BT_, C, cfg_.mlp_in_dim(), lay);
+  {
+    DL_PROFILE("fwd.attention");
+    attention_forward(attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data()));
+  }
+  {
+    DL_PROFILE("fwd.matmul");
+    matmul_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, BT_, cfg_.attn_dim(), C, lay);
+  }
+  {
+    DL_PROFILE("fwd.residual");
+    add_inplace(a.mid.data(), a.input.data(), BT_ * C);
+  }
+  {
+    DL_PROFILE("fwd.norm");
+    norm_forward(false, w, a.mid.data(), a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data());
+  }
+  {
+    DL_PROFILE("fwd.matmul");
+    matmul_forward(a.mlp_in.data(), a.norm2.data(), w.mlp_in_w, w.mlp_in_b, BT_, C, cfg_.mlp_in_dim(), lay);
+  }
   if (cfg_.is_gpt2()) {
+    DL_PROFILE("fwd.activation");
     gelu_forward(a.mlp_act.data(), a.mlp_in.data(), BT_ * cfg_.mlp_act_dim());
   } else {
+    DL_PROFILE("fwd.activation");
     swiglu_forward(a.mlp_act.data(), a.mlp_in.data(), BT_, cfg_.intermediate_size);
   }
-  matmul_forward(out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, BT_, cfg_.mlp_act_dim(), C, lay);
-  add_inplace(out, a.mid.data(), BT_ * C);
+  {
+    DL_PROFILE("fwd.matmul");
+    matmul_forward(out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, BT_, cfg_.mlp_act_dim(), C, lay);
+  }
+  {
+    DL_PROFILE("fwd.residual");
+    add_inplace(out, a.mid.data(), BT_ * C);
+  }
 }
 
 float TrainGraph::forward(Transformer& model, const int32_t* tokens, const int32_t* targets, bool compute_grad,
@@ -194,13 +225,20 @@ float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool 
     int64_t rows = std::min(kHeadChunkRows, BT_ - r0);
     float* logits = logits_chunk_.data();
     const float* x = final_norm_.data() + r0 * C;
-    matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, WeightLayout::kOutIn);
+    {
+      DL_PROFILE("head.matmul");
+      matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, WeightLayout::kOutIn);
+    }
     if (logits_out) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * rows * V);
     if (!compute_grad) {
       cross_entropy_forward(losses_.data() + r0, logits, targets + r0, rows, V);
       continue;
     }
-    cross_entropy_forward_backward(losses_.data() + r0, logits, targets + r0, rows, V, ce_scale);
+    {
+      DL_PROFILE("head.cross_entropy");
+      cross_entropy_forward_backward(losses_.data() + r0, logits, targets + r0, rows, V, ce_scale);
+    }
+    DL_PROFILE("head.matmul_bwd");
     matmul_backward_input(dnorm_.data() + r0 * C, logits, head.lm_head, rows, C, V, WeightLayout::kOutIn);
     matmul_backward_weight(dhead.lm_head, nullptr, logits, x, rows, C, V, WeightLayout::kOutIn);
   }
@@ -215,43 +253,94 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, La
   float* dresid = dresid_.data();  // d(layer output) on entry, d(layer input) on exit
 
   // MLP branch: out = mid + mlp_out(act(mlp_in(norm2(mid))))
-  matmul_backward_input(dmlp_act_.data(), dresid, w.mlp_out_w, BT_, cfg_.mlp_act_dim(), C, lay);
-  matmul_backward_weight(g.mlp_out_w, g.mlp_out_b, dresid, a.mlp_act.data(), BT_, cfg_.mlp_act_dim(), C, lay);
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_input(dmlp_act_.data(), dresid, w.mlp_out_w, BT_, cfg_.mlp_act_dim(), C, lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_weight(g.mlp_out_w, g.mlp_out_b, dresid, a.mlp_act.data(), BT_, cfg_.mlp_act_dim(), C, lay);
+  }
   if (cfg_.is_gpt2()) {
+    {
+    DL_PROFILE("bwd.activation");
     gelu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_ * cfg_.mlp_act_dim());
+  }
   } else {
+    {
+    DL_PROFILE("bwd.activation");
     swiglu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_, cfg_.intermediate_size);
   }
-  matmul_backward_input(dnorm_.data(), dmlp_in_.data(), w.mlp_in_w, BT_, C, cfg_.mlp_in_dim(), lay);
-  matmul_backward_weight(g.mlp_in_w, g.mlp_in_b, dmlp_in_.data(), a.norm2.data(), BT_, C, cfg_.mlp_in_dim(), lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_input(dnorm_.data(), dmlp_in_.data(), w.mlp_in_w, BT_, C, cfg_.mlp_in_dim(), lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_weight(g.mlp_in_w, g.mlp_in_b, dmlp_in_.data(), a.norm2.data(), BT_, C, cfg_.mlp_in_dim(), lay);
+  }
   if (cfg_.is_gpt2()) {
+    {
+    DL_PROFILE("bwd.norm");
     layernorm_backward(dresid, g.mlp_norm_w, g.mlp_norm_b, dnorm_.data(), a.mid.data(), w.mlp_norm_w,
                        a.norm2_mean.data(), a.norm2_rstd.data(), BT_, C);
+  }
   } else {
+    {
+    DL_PROFILE("bwd.norm");
     rmsnorm_backward(dresid, g.mlp_norm_w, dnorm_.data(), a.mid.data(), w.mlp_norm_w, a.norm2_rstd.data(), BT_, C);
+  }
   }
 
   // Attention branch: mid = input + attn_out(attention(qkv(norm1(input))))
-  matmul_backward_input(dattn_.data(), dresid, w.attn_out_w, BT_, cfg_.attn_dim(), C, lay);
-  matmul_backward_weight(g.attn_out_w, g.attn_out_b, dresid, a.attn.data(), BT_, cfg_.attn_dim(), C, lay);
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_input(dattn_.data(), dresid, w.attn_out_w, BT_, cfg_.attn_dim(), C, lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_weight(g.attn_out_w, g.attn_out_b, dresid, a.attn.data(), BT_, cfg_.attn_dim(), C, lay);
+  }
   AttentionArgs args = attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data());
   const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
   float* dq = dqkv_.data();
   float* dk = dq + cfg_.attn_dim();
   float* dv = dk + kv_off;
-  attention_backward(args, AttentionGrads{dq, dk, dv, dattn_.data()});
+  {
+    DL_PROFILE("bwd.attention");
+    attention_backward(args, AttentionGrads{dq, dk, dv, dattn_.data()});
+  }
   if (!cfg_.is_gpt2()) {
+    {
+    DL_PROFILE("bwd.rope");
     rope_apply(dq, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_.data(), rope_, true);
+  }
+    {
+    DL_PROFILE("bwd.rope");
     rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_.data(), rope_, true);
   }
-  matmul_backward_input(dnorm_.data(), dqkv_.data(), w.qkv_w, BT_, C, cfg_.qkv_dim(), lay);
-  matmul_backward_weight(g.qkv_w, g.qkv_b, dqkv_.data(), a.norm1.data(), BT_, C, cfg_.qkv_dim(), lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_input(dnorm_.data(), dqkv_.data(), w.qkv_w, BT_, C, cfg_.qkv_dim(), lay);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_weight(g.qkv_w, g.qkv_b, dqkv_.data(), a.norm1.data(), BT_, C, cfg_.qkv_dim(), lay);
+  }
   if (cfg_.is_gpt2()) {
+    {
+    DL_PROFILE("bwd.norm");
     layernorm_backward(dresid, g.attn_norm_w, g.attn_norm_b, dnorm_.data(), a.input.data(), w.attn_norm_w,
                        a.norm1_mean.data(), a.norm1_rstd.data(), BT_, C);
+  }
   } else {
+    {
+    DL_PROFILE("bwd.norm");
     rmsnorm_backward(dresid, g.attn_norm_w, dnorm_.data(), a.input.data(), w.attn_norm_w, a.norm1_rstd.data(), BT_,
                      C);
+  }
   }
 }
 
@@ -280,7 +369,10 @@ void TrainGraph::backward(Transformer& model, const TrainHooks* hooks) {
     ready(layout.layer_group(l));
   }
   EmbedTensors demb = layout.embed(model.grads());
-  embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
+  {
+    DL_PROFILE("bwd.embedding");
+    embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
+  }
   ready(layout.embed_group());
 }
 

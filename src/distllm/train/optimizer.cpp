@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "distllm/base/error.h"
+#include "distllm/base/profiler.h"
 #include "distllm/kernels/adamw.h"
 
 namespace distllm {
@@ -31,6 +32,7 @@ double AdamW::step(float* params, float* grads, double lr) {
     mbufs.push_back(grads + t.offset);
     sizes.push_back(t.numel);
   }
+  DL_PROFILE("optimizer");
   double norm = kernels::global_norm(bufs.data(), sizes.data(), static_cast<int>(bufs.size()));
   if (config_.grad_clip > 0 && std::isfinite(norm))
     kernels::clip_by_global_norm(mbufs.data(), sizes.data(), static_cast<int>(mbufs.size()), norm, config_.grad_clip);

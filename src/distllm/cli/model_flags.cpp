@@ -1,0 +1,58 @@
+#include "distllm/cli/model_flags.h"
+
+#include "distllm/base/error.h"
+
+namespace distllm {
+
+ModelConfig model_config_from_flags(Args& args, const std::string& default_preset, int vocab_hint) {
+  std::string names;
+  for (const auto& n : ModelConfig::preset_names()) names += (names.empty() ? "" : ", ") + n;
+  std::string preset = args.get_string("preset", default_preset, "model preset: " + names);
+  auto family = args.get_optional("family", "model family gpt2|llama (with explicit sizes)");
+  int64_t n_layer = args.get_int("n-layer", 0, "transformer blocks (0: preset)");
+  int64_t n_head = args.get_int("n-head", 0, "attention heads (0: preset)");
+  int64_t n_kv_head = args.get_int("n-kv-head", 0, "key/value heads for llama (0: preset)");
+  int64_t n_embd = args.get_int("n-embd", 0, "model width (0: preset)");
+  int64_t inter = args.get_int("intermediate-size", 0, "MLP width (0: preset/default)");
+  int64_t vocab = args.get_int("vocab-size", 0, "vocabulary size (0: from the data / tokenizer)");
+  int64_t ctx = args.get_int("max-seq", 0, "context length (0: preset)");
+
+  ModelConfig c = ModelConfig::preset(preset);
+  if (family) {
+    DL_CHECK(*family == "gpt2" || *family == "llama", "--family must be gpt2 or llama, got '%s'", family->c_str());
+    bool llama = *family == "llama";
+    if (llama != !c.is_gpt2()) {
+      c.family = llama ? ModelFamily::kLlama : ModelFamily::kGpt2;
+      c.tie_embeddings = !llama;
+      c.intermediate_size = 0;
+      c.n_kv_head = c.n_head;
+    }
+  }
+  bool resized = false;
+  auto set = [&](int& field, int64_t value, const char* flag) {
+    if (value == 0) return;
+    DL_CHECK(value > 0 && value < (int64_t(1) << 30), "--%s must be positive, got %lld", flag, (long long)value);
+    field = static_cast<int>(value);
+    resized = true;
+  };
+  set(c.n_layer, n_layer, "n-layer");
+  set(c.n_head, n_head, "n-head");
+  if (n_head != 0 && n_kv_head == 0 && !c.is_gpt2()) c.n_kv_head = c.n_head;
+  set(c.n_kv_head, n_kv_head, "n-kv-head");
+  set(c.n_embd, n_embd, "n-embd");
+  set(c.intermediate_size, inter, "intermediate-size");
+  set(c.max_position, ctx, "max-seq");
+  if (resized) {
+    c.head_dim = 0;
+    if (inter == 0 && n_embd != 0) c.intermediate_size = 0;
+  }
+  if (vocab != 0) {
+    set(c.vocab_size, vocab, "vocab-size");
+  } else if (vocab_hint > 0) {
+    c.vocab_size = vocab_hint;
+  }
+  c.normalize();
+  return c;
+}
+
+}  // namespace distllm

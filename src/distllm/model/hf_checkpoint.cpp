@@ -1,0 +1,179 @@
+#include "distllm/model/hf_checkpoint.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "distllm/base/error.h"
+#include "distllm/io/file_util.h"
+#include "distllm/io/safetensors.h"
+
+namespace distllm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json parse_json_file(const std::string& path) {
+  std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(strprintf("%s: not valid JSON: %s", path.c_str(), e.what()));
+  }
+}
+
+std::string shard_name(int k, int n) { return strprintf("model-%05d-of-%05d.safetensors", k, n); }
+
+bool ignorable_tensor(const std::string& name, const ModelConfig& cfg) {
+  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return cfg.is_gpt2();
+  if (ends_with(name, "rotary_emb.inv_freq")) return true;
+  if (name == "lm_head.weight") return cfg.tie_embeddings;
+  return false;
+}
+
+// transformers saves GPT-2 either with the "transformer." prefix (GPT2LMHeadModel)
+// or without it (GPT2Model). Map the bare form onto ours.
+std::string canonical_name(const std::string& name, const ModelConfig& cfg) {
+  if (cfg.is_gpt2() && !starts_with(name, "transformer.") && name != "lm_head.weight") return "transformer." + name;
+  return name;
+}
+
+}  // namespace
+
+ModelConfig load_hf_config(const std::string& dir) {
+  std::string path = join_path(dir, "config.json");
+  DL_CHECK(file_exists(path), "%s: missing config.json (is this a model directory?)", dir.c_str());
+  return ModelConfig::from_hf_json(parse_json_file(path), path);
+}
+
+std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
+  ModelConfig cfg = load_hf_config(dir);
+  auto model = std::make_unique<Transformer>(cfg);
+  const ParamLayout& layout = model->layout();
+
+  // Which files to read: the index's weight_map, or the single model.safetensors.
+  std::vector<std::string> files;
+  std::map<std::string, std::string> expected_file;  // tensor -> shard (from the index)
+  std::string index_path = join_path(dir, "model.safetensors.index.json");
+  if (file_exists(index_path)) {
+    nlohmann::json index = parse_json_file(index_path);
+    DL_CHECK(index.is_object(), "%s: must be a JSON object", index_path.c_str());
+    auto wm = index.find("weight_map");
+    DL_CHECK(wm != index.end() && wm->is_object(), "%s: missing object 'weight_map'", index_path.c_str());
+    std::set<std::string> seen;
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      DL_CHECK(it.value().is_string(), "%s: weight_map entry '%s' must be a file name", index_path.c_str(),
+               it.key().c_str());
+      std::string f = it.value().get<std::string>();
+      DL_CHECK(f.find('/') == std::string::npos && f.find("..") == std::string::npos,
+               "%s: weight_map entry '%s' names '%s', which is not a file in the directory", index_path.c_str(),
+               it.key().c_str(), f.c_str());
+      expected_file[it.key()] = f;
+      if (seen.insert(f).second) files.push_back(f);
+    }
+    for (const auto& f : files)
+      DL_CHECK(file_exists(join_path(dir, f)), "%s: shard '%s' listed in the index is missing", index_path.c_str(),
+               f.c_str());
+  } else {
+    DL_CHECK(file_exists(join_path(dir, "model.safetensors")),
+             "%s: no model.safetensors or model.safetensors.index.json", dir.c_str());
+    files.push_back("model.safetensors");
+  }
+
+  std::vector<bool> loaded(layout.tensors().size(), false);
+  for (const auto& f : files) {
+    std::string path = join_path(dir, f);
+    SafetensorsFile st = SafetensorsFile::open(path);
+    for (const TensorInfo& info : st.tensors()) {
+      std::string name = canonical_name(info.name, cfg);
+      auto idx = layout.find(name);
+      if (!idx) {
+        DL_CHECK(ignorable_tensor(name, cfg), "%s: unexpected tensor '%s' (not part of a %s model with this config)",
+                 path.c_str(), info.name.c_str(), cfg.family_name().c_str());
+        continue;
+      }
+      if (!expected_file.empty()) {
+        auto ef = expected_file.find(info.name);
+        DL_CHECK(ef != expected_file.end() && ef->second == f, "%s: tensor '%s' is not listed for this shard in %s",
+                 path.c_str(), info.name.c_str(), index_path.c_str());
+      }
+      const ParamTensor& t = layout.tensors()[*idx];
+      DL_CHECK(info.shape == t.shape, "%s: tensor '%s' has shape %s, expected %s", path.c_str(), info.name.c_str(),
+               nlohmann::json(info.shape).dump().c_str(), nlohmann::json(t.shape).dump().c_str());
+      DL_CHECK(dtype_is_float(info.dtype), "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
+               path.c_str(), info.name.c_str(), std::string(dtype_name(info.dtype)).c_str());
+      DL_CHECK(!loaded[*idx], "%s: tensor '%s' appears more than once", path.c_str(), info.name.c_str());
+      st.read_f32(info, model->params() + t.offset);
+      loaded[*idx] = true;
+    }
+  }
+  for (size_t i = 0; i < loaded.size(); ++i)
+    DL_CHECK(loaded[i], "%s: missing tensor '%s'", dir.c_str(), layout.tensors()[i].name.c_str());
+  for (const auto& [name, file] : expected_file) {
+    std::string canon = canonical_name(name, cfg);
+    DL_CHECK(layout.find(canon) || ignorable_tensor(canon, cfg), "%s: index names unknown tensor '%s'",
+             index_path.c_str(), name.c_str());
+  }
+  return model;
+}
+
+void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options) {
+  const ParamLayout& layout = model.layout();
+  fs::path target = fs::absolute(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  make_directories(target.parent_path().string());
+  std::string tmp = target.string() + strprintf(".partial-%d", static_cast<int>(::getpid()));
+  fs::remove_all(tmp);
+  make_directories(tmp);
+
+  // Group tensors into shards in layout order.
+  std::vector<std::vector<const ParamTensor*>> shards(1);
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (const auto& t : layout.tensors()) {
+    uint64_t bytes = static_cast<uint64_t>(t.numel) * 4;
+    if (options.max_shard_bytes > 0 && shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(&t);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  int n = static_cast<int>(shards.size());
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (int k = 0; k < n; ++k) {
+    SafetensorsWriter w;
+    w.set_metadata("format", "pt");
+    for (const auto& [key, value] : options.metadata) w.set_metadata(key, value);
+    for (const ParamTensor* t : shards[k]) w.add_f32(t->name, t->shape, model.params() + t->offset);
+    std::string name = n == 1 ? "model.safetensors" : shard_name(k + 1, n);
+    w.write(join_path(tmp, name));
+    for (const ParamTensor* t : shards[k]) weight_map[t->name] = name;
+  }
+  if (n > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+    write_file_atomic(join_path(tmp, "model.safetensors.index.json"), index.dump(2));
+  }
+  write_file_atomic(join_path(tmp, "config.json"), model.config().to_hf_json().dump(2));
+  nlohmann::json gen = {{"_from_model_config", true}};
+  if (options.bos_token_id >= 0) gen["bos_token_id"] = options.bos_token_id;
+  if (options.eos_token_id >= 0) gen["eos_token_id"] = options.eos_token_id;
+  write_file_atomic(join_path(tmp, "generation_config.json"), gen.dump(2));
+  for (const auto& [name, content] : options.extra_files) write_file_atomic(join_path(tmp, name), content);
+
+  // Swap into place: the old directory (if any) is moved aside first and removed
+  // only after the new one is visible.
+  std::string old;
+  if (fs::exists(target)) {
+    old = target.string() + strprintf(".old-%d", static_cast<int>(::getpid()));
+    fs::remove_all(old);
+    fs::rename(target, old);
+  }
+  fs::rename(tmp, target);
+  if (!old.empty()) fs::remove_all(old);
+}
+
+}  // namespace distllm

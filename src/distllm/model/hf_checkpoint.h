@@ -1,0 +1,38 @@
+// Hugging Face model directories: config.json + model.safetensors (or shards
+// model-0000k-of-0000N.safetensors with model.safetensors.index.json) +
+// generation_config.json, plus whatever tokenizer files the caller adds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "distllm/model/transformer.h"
+
+namespace distllm {
+
+struct SaveOptions {
+  // Split the weights into shards of at most this many bytes (0 = one file).
+  uint64_t max_shard_bytes = 0;
+  // Extra files to write into the directory (name -> content), e.g. tokenizer.json.
+  std::map<std::string, std::string> extra_files;
+  // Written as safetensors __metadata__ (format=pt is always added).
+  std::map<std::string, std::string> metadata;
+  int eos_token_id = -1;  // for generation_config.json, when >= 0
+  int bos_token_id = -1;
+};
+
+// Writes the directory so that it appears complete or not at all: everything goes
+// to a sibling temporary directory that is renamed into place at the end.
+void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options = {});
+
+// Reads config.json and the weights (single file or sharded), converting F16/BF16/
+// F64 to f32. Every parameter must be present with its exact shape; unknown tensors
+// are an error, except buffers transformers itself writes (attn.bias masks,
+// rotary inv_freq) and a tied lm_head.weight.
+std::unique_ptr<Transformer> load_hf_model(const std::string& dir);
+
+ModelConfig load_hf_config(const std::string& dir);
+
+}  // namespace distllm
