@@ -1,0 +1,146 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/train/trainer.h"
+
+namespace distllm {
+namespace {
+
+ModelConfig tiny(ModelFamily family) {
+  ModelConfig c;
+  c.family = family;
+  c.n_layer = 2, c.n_head = 4, c.n_kv_head = family == ModelFamily::kGpt2 ? 4 : 2, c.n_embd = 32;
+  c.vocab_size = 64, c.max_position = 64, c.tie_embeddings = family == ModelFamily::kGpt2;
+  c.normalize();
+  return c;
+}
+
+TokenDataset pattern_data(int n) {
+  std::vector<uint32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = static_cast<uint32_t>((i * 7 + i / 5) % 64);
+  return TokenDataset::from_tokens(t, 64, "pattern");
+}
+
+std::vector<double> run_losses(ModelFamily family, int threads, int steps) {
+  int saved = num_threads();
+  set_num_threads(threads);
+  Transformer model(tiny(family));
+  model.init_weights(5);
+  TokenDataset data = pattern_data(4000);
+  TrainOptions o;
+  o.batch = 4, o.seq_len = 16, o.steps = steps, o.grad_accum = 2;
+  o.schedule.max_lr = 3e-3, o.schedule.min_lr = 3e-4, o.schedule.warmup_steps = 2;
+  Trainer trainer(model, data, nullptr, o);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back(trainer.step().loss);
+  set_num_threads(saved);
+  return losses;
+}
+
+TEST(Trainer, BitIdenticalAcrossRunsAndLossFalls) {
+  for (auto family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+    auto a = run_losses(family, 2, 30);
+    auto b = run_losses(family, 2, 30);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;  // bit-identical
+    EXPECT_LT(a.back(), a.front() - 1.0) << "a learnable pattern should be learned";
+  }
+}
+
+TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
+  ModelConfig cfg = tiny(ModelFamily::kLlama);
+  Transformer big(cfg), small(cfg);
+  big.init_weights(3);
+  small.init_weights(3);
+  std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    tok[i] = static_cast<int32_t>((i * 13) % 64);
+    tgt[i] = static_cast<int32_t>((i * 5 + 1) % 64);
+  }
+  TrainGraph g4(cfg, 4, 16), g2(cfg, 2, 16);
+  big.zero_grad();
+  g4.forward(big, tok.data(), tgt.data(), true, 1.0f);
+  g4.backward(big);
+  small.zero_grad();
+  for (int half = 0; half < 2; ++half) {
+    g2.forward(small, tok.data() + half * 32, tgt.data() + half * 32, true, 0.5f);
+    g2.backward(small);
+  }
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < big.size(); ++i) {
+    num += std::pow(big.grads()[i] - small.grads()[i], 2);
+    den += std::pow(big.grads()[i], 2);
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+}
+
+TEST(Trainer, HooksFireInLayerOrder) {
+  ModelConfig cfg = tiny(ModelFamily::kGpt2);
+  Transformer model(cfg);
+  model.init_weights(1);
+  TrainGraph graph(cfg, 1, 8);
+  std::vector<int> fwd, bwd;
+  TrainHooks hooks;
+  hooks.before_group_forward = [&](int g) { fwd.push_back(g); };
+  hooks.group_grads_ready = [&](int g) { bwd.push_back(g); };
+  std::vector<int32_t> tok(8, 1), tgt(8, 2);
+  graph.forward(model, tok.data(), tgt.data(), true, 1.0f, nullptr, &hooks);
+  graph.backward(model, &hooks);
+  EXPECT_EQ(fwd, (std::vector<int>{0, 1, 2, 3}));  // embed, layer 0, layer 1, head
+  EXPECT_EQ(bwd, (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_THROW(graph.backward(model), Error);  // needs a new forward first
+}
+
+TEST(Trainer, BadInputIsAClearError) {
+  ModelConfig cfg = tiny(ModelFamily::kGpt2);
+  Transformer model(cfg);
+  model.init_weights(1);
+  TrainGraph graph(cfg, 1, 4);
+  std::vector<int32_t> tok = {1, 2, 64, 3}, tgt = {1, 2, 3, 4};
+  try {
+    graph.forward(model, tok.data(), tgt.data(), false);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "token id 64 at position 2 is outside the vocabulary [0, 64)");
+  }
+  EXPECT_THROW(TrainGraph(cfg, 1, 65), Error);  // longer than the context
+
+  // A NaN in the weights stops training with a message, not garbage.
+  model.params()[0] = std::numeric_limits<float>::quiet_NaN();
+  TokenDataset data = TokenDataset::from_tokens(std::vector<uint32_t>(100, 0), 64, "zeros");
+  TrainOptions o;
+  o.batch = 1, o.seq_len = 4, o.steps = 3;
+  std::vector<uint32_t> all_tokens(100);
+  for (int i = 0; i < 100; ++i) all_tokens[i] = static_cast<uint32_t>(i % 64);
+  TokenDataset varied = TokenDataset::from_tokens(all_tokens, 64, "varied");
+  Trainer trainer(model, varied, nullptr, o);
+  try {
+    trainer.step();
+    FAIL() << "NaN loss not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("became NaN at step 1"), std::string::npos) << e.what();
+  }
+  // Data from a bigger vocabulary is rejected before training starts.
+  TokenDataset wide = TokenDataset::from_tokens(std::vector<uint32_t>(100, 70), 100, "wide");
+  EXPECT_THROW(Trainer(model, wide, nullptr, o), Error);
+}
+
+TEST(LrSchedule, WarmupCosineAndFloor) {
+  LrSchedule s;
+  s.max_lr = 1.0, s.min_lr = 0.1, s.warmup_steps = 4, s.total_steps = 14;
+  EXPECT_DOUBLE_EQ(s.at(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.at(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(4), 1.0);
+  EXPECT_NEAR(s.at(9), 0.55, 1e-12);  // halfway through the cosine
+  EXPECT_DOUBLE_EQ(s.at(14), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(100), 0.1);
+  s.kind = "linear";
+  EXPECT_THROW(s.validate(), Error);
+}
+
+}  // namespace
+}  // namespace distllm
