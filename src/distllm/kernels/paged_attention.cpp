@@ -1,0 +1,69 @@
+#include "distllm/kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "distllm/base/cpu.h"
+#include "distllm/base/parallel.h"
+
+namespace distllm::kernels {
+
+namespace scalar {
+
+void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
+  const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
+  const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
+  const int ctx = q.first_pos + row + 1;
+  for (int i = 0; i < rep; ++i) {
+    int h = g * rep + i;
+    const float* qh = q.q + row * q.q_row_stride + static_cast<int64_t>(h) * D;
+    float* s = scores + static_cast<int64_t>(i) * ctx;
+    float mx = -INFINITY;
+    for (int j = 0; j < ctx; ++j) {
+      const float* kj = kv.k + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
+                                j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d) dot += qh[d] * kj[d];
+      s[j] = dot * kv.scale;
+      mx = std::max(mx, s[j]);
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    float* o = q.out + row * q.out_row_stride + static_cast<int64_t>(h) * D;
+    for (int d = 0; d < D; ++d) o[d] = 0.0f;
+    for (int j = 0; j < ctx; ++j) {
+      const float* vj = kv.v + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
+                                j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
+      for (int d = 0; d < D; ++d) o[d] += s[j] * vj[d];
+    }
+    for (int d = 0; d < D; ++d) o[d] /= sum;
+  }
+}
+
+}  // namespace scalar
+
+void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) {
+  // Flatten (sequence, row, kv head) into one task list.
+  std::vector<int64_t> first_task(queries.size() + 1, 0);
+  int max_ctx = 0;
+  for (size_t s = 0; s < queries.size(); ++s) {
+    first_task[s + 1] = first_task[s] + static_cast<int64_t>(queries[s].n_rows) * kv.n_kv_head;
+    max_ctx = std::max(max_ctx, queries[s].first_pos + queries[s].n_rows);
+  }
+  const int rep = kv.n_head / kv.n_kv_head;
+  auto unit = use_avx2() ? avx2::paged_attention_unit : scalar::paged_attention_unit;
+  std::vector<std::vector<float>> scratch(num_threads());
+  parallel_chunks(0, first_task.back(), [&](int64_t lo, int64_t hi, int thread) {
+    std::vector<float>& scores = scratch[thread];
+    scores.resize(static_cast<size_t>(rep) * max_ctx);
+    size_t s = std::upper_bound(first_task.begin(), first_task.end(), lo) - first_task.begin() - 1;
+    for (int64_t t = lo; t < hi; ++t) {
+      while (t >= first_task[s + 1]) ++s;
+      int64_t local = t - first_task[s];
+      unit(kv, queries[s], static_cast<int>(local / kv.n_kv_head), static_cast<int>(local % kv.n_kv_head),
+           scores.data());
+    }
+  });
+}
+
+}  // namespace distllm::kernels

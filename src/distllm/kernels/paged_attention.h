@@ -1,0 +1,53 @@
+// Causal attention for inference over a paged KV cache.
+//
+// The cache of one layer is a pool of blocks; a block holds `block_size` token rows
+// of kv_dim = n_kv_head * head_dim floats for K (and likewise V). A sequence's
+// block table maps its position p to row p % block_size of block
+// table[p / block_size]. Each (query row, kv head) is computed on its own in a
+// fixed order (scores over keys ascending, softmax, weighted sum of values
+// ascending), so results never depend on what else is in the batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace distllm::kernels {
+
+struct PagedKv {
+  const float* k = nullptr;  // [num_blocks, block_size, kv_dim]
+  const float* v = nullptr;
+  int block_size = 16;
+  int n_head = 1;
+  int n_kv_head = 1;
+  int head_dim = 1;
+  float scale = 1.0f;
+};
+
+// One sequence's queries: row r sits at position first_pos + r and sees keys
+// [0, first_pos + r].
+struct PagedQuery {
+  const float* q = nullptr;  // rows of n_head * head_dim, stride q_row_stride
+  int64_t q_row_stride = 0;
+  float* out = nullptr;      // rows of n_head * head_dim, stride out_row_stride
+  int64_t out_row_stride = 0;
+  int n_rows = 0;
+  int first_pos = 0;
+  const int32_t* block_table = nullptr;
+};
+
+// All queries of all sequences, parallel over (sequence, row, kv head).
+void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries);
+
+// One (row, kv head) unit; `scores` needs (n_head / n_kv_head) * (position + 1) floats.
+#define DISTLLM_PAGED_ATTENTION_KERNELS                                                     \
+  void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int kv_head,  \
+                            float* scores);
+
+namespace scalar {
+DISTLLM_PAGED_ATTENTION_KERNELS
+}
+namespace avx2 {
+DISTLLM_PAGED_ATTENTION_KERNELS
+}
+
+}  // namespace distllm::kernels

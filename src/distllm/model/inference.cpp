@@ -1,0 +1,203 @@
+#include "distllm/model/inference.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/kernels/activation.h"
+#include "distllm/kernels/embedding.h"
+#include "distllm/kernels/linear_bi.h"
+#include "distllm/kernels/norm.h"
+#include "distllm/kernels/paged_attention.h"
+#include "distllm/kernels/vec.h"
+
+namespace distllm {
+
+using namespace kernels;
+
+namespace {
+
+// [rows, cols] -> [cols, rows]
+void transpose(const float* in, float* out, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  int64_t tiles = (rows + kTile - 1) / kTile;
+  parallel_for(0, tiles, [&](int64_t t) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = t * kTile; r < std::min(rows, (t + 1) * kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
+  });
+}
+
+}  // namespace
+
+InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
+    : model_(std::move(model)), cfg_(model_->config()) {
+  const ParamLayout& layout = model_->layout();
+  float* base = const_cast<float*>(model_->params());  // views only; never written
+  const int64_t C = cfg_.n_embd;
+  if (cfg_.is_gpt2()) {
+    int64_t per_layer = C * cfg_.qkv_dim() + static_cast<int64_t>(cfg_.attn_dim()) * C +
+                        C * cfg_.mlp_in_dim() + static_cast<int64_t>(cfg_.mlp_act_dim()) * C;
+    transposed_.resize(static_cast<size_t>(per_layer * cfg_.n_layer));
+  }
+  float* t = transposed_.data();
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    LayerTensors w = layout.layer(base, l);
+    Layer L{w.attn_norm_w, w.attn_norm_b, w.qkv_w, w.qkv_b, w.attn_out_w, w.attn_out_b,
+            w.mlp_norm_w, w.mlp_norm_b, w.mlp_in_w, w.mlp_in_b, w.mlp_out_w, w.mlp_out_b};
+    if (cfg_.is_gpt2()) {
+      auto flip = [&](const float* src, int64_t in, int64_t out) {
+        transpose(src, t, in, out);
+        const float* r = t;
+        t += in * out;
+        return r;
+      };
+      L.qkv_w = flip(w.qkv_w, C, cfg_.qkv_dim());
+      L.attn_out_w = flip(w.attn_out_w, cfg_.attn_dim(), C);
+      L.mlp_in_w = flip(w.mlp_in_w, C, cfg_.mlp_in_dim());
+      L.mlp_out_w = flip(w.mlp_out_w, cfg_.mlp_act_dim(), C);
+    }
+    layers_.push_back(L);
+  }
+  EmbedTensors e = layout.embed(base);
+  wte_ = e.wte;
+  wpe_ = e.wpe;
+  HeadTensors h = layout.head(base);
+  final_norm_w_ = h.norm_w;
+  final_norm_b_ = h.norm_b;
+  lm_head_ = h.lm_head;
+  if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
+}
+
+void InferenceModel::reserve(int64_t tokens) {
+  if (tokens <= capacity_) return;
+  capacity_ = std::max<int64_t>(tokens, 2 * capacity_);
+  const int64_t C = cfg_.n_embd;
+  x_.resize(static_cast<size_t>(capacity_ * C));
+  h_.resize(static_cast<size_t>(capacity_ * C));
+  qkv_.resize(static_cast<size_t>(capacity_ * cfg_.qkv_dim()));
+  att_.resize(static_cast<size_t>(capacity_ * cfg_.attn_dim()));
+  mlp_in_.resize(static_cast<size_t>(capacity_ * cfg_.mlp_in_dim()));
+  mlp_act_.resize(static_cast<size_t>(capacity_ * cfg_.mlp_act_dim()));
+}
+
+void InferenceModel::norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const {
+  if (cfg_.is_gpt2()) {
+    layernorm_forward(out, nullptr, nullptr, in, w, b, rows, cfg_.n_embd, cfg_.norm_eps);
+  } else {
+    rmsnorm_forward(out, nullptr, in, w, rows, cfg_.n_embd, cfg_.norm_eps);
+  }
+}
+
+void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCache& cache,
+                             std::vector<float>& logits) {
+  const int C = cfg_.n_embd, V = cfg_.vocab_size;
+  // Validate everything up front: kernels run in parallel regions and must not throw.
+  int64_t N = 0;
+  int n_logits = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const InferenceChunk& c = batch[s];
+    DL_CHECK(c.n > 0, "batch entry %zu has no tokens", s);
+    DL_CHECK(c.start_pos >= 0 && c.start_pos + c.n <= cfg_.max_position,
+             "batch entry %zu: positions [%d, %d) exceed the model's context of %d", s, c.start_pos, c.start_pos + c.n,
+             cfg_.max_position);
+    int64_t blocks_needed = (c.start_pos + c.n + cache.block_size() - 1) / cache.block_size();
+    DL_CHECK(c.num_blocks >= blocks_needed, "batch entry %zu: block table has %d blocks, positions need %lld", s,
+             c.num_blocks, (long long)blocks_needed);
+    for (int i = 0; i < c.num_blocks; ++i)
+      DL_CHECK(c.block_table[i] >= 0 && c.block_table[i] < cache.num_blocks(),
+               "batch entry %zu: block id %d outside the cache (%d blocks)", s, c.block_table[i], cache.num_blocks());
+    for (int i = 0; i < c.n; ++i)
+      DL_CHECK(c.tokens[i] >= 0 && c.tokens[i] < V, "batch entry %zu: token id %d outside the vocabulary [0, %d)", s,
+               c.tokens[i], V);
+    N += c.n;
+    n_logits += c.need_logits;
+  }
+  logits.resize(static_cast<size_t>(n_logits) * V);
+  if (N == 0) return;
+  reserve(N);
+
+  std::vector<int32_t> tokens(N), positions(N);
+  std::vector<const int32_t*> tables(N);
+  {
+    int64_t r = 0;
+    for (const auto& c : batch)
+      for (int i = 0; i < c.n; ++i, ++r) {
+        tokens[r] = c.tokens[i];
+        positions[r] = c.start_pos + i;
+        tables[r] = c.block_table;
+      }
+  }
+  embedding_forward(x_.data(), tokens.data(), positions.data(), wte_, wpe_, N, C);
+
+  const int QKV = cfg_.qkv_dim(), A = cfg_.attn_dim();
+  const int64_t kv_dim = cache.kv_dim();
+  PagedKv kv;
+  kv.block_size = cache.block_size();
+  kv.n_head = cfg_.n_head;
+  kv.n_kv_head = cfg_.n_kv_head;
+  kv.head_dim = cfg_.head_dim;
+  kv.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
+  std::vector<PagedQuery> queries(batch.size());
+  {
+    int64_t r = 0;
+    for (size_t s = 0; s < batch.size(); ++s) {
+      PagedQuery& q = queries[s];
+      q.q = qkv_.data() + r * QKV;
+      q.q_row_stride = QKV;
+      q.out = att_.data() + r * A;
+      q.out_row_stride = A;
+      q.n_rows = batch[s].n;
+      q.first_pos = batch[s].start_pos;
+      q.block_table = batch[s].block_table;
+      r += batch[s].n;
+    }
+  }
+
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const Layer& w = layers_[l];
+    norm(w.attn_norm_w, w.attn_norm_b, x_.data(), h_.data(), N);
+    linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv_w, w.qkv_b, N, C, QKV);
+    if (!cfg_.is_gpt2()) {
+      rope_apply(qkv_.data(), N, QKV, cfg_.n_head, positions.data(), rope_, false);
+      rope_apply(qkv_.data() + A, N, QKV, cfg_.n_kv_head, positions.data(), rope_, false);
+    }
+    float* k_pool = cache.k_layer(l);
+    float* v_pool = cache.v_layer(l);
+    parallel_for(0, N, [&](int64_t r) {
+      std::memcpy(cache.k_row(l, tables[r], positions[r]), qkv_.data() + r * QKV + A, sizeof(float) * kv_dim);
+      std::memcpy(cache.v_row(l, tables[r], positions[r]), qkv_.data() + r * QKV + A + kv_dim, sizeof(float) * kv_dim);
+    });
+    kv.k = k_pool;
+    kv.v = v_pool;
+    paged_attention(kv, queries);
+    // attention output projection + residual (in place on x)
+    linear_bi(h_.data(), C, att_.data(), A, w.attn_out_w, w.attn_out_b, N, A, C);
+    add_inplace(x_.data(), h_.data(), N * C);
+    norm(w.mlp_norm_w, w.mlp_norm_b, x_.data(), h_.data(), N);
+    linear_bi(mlp_in_.data(), cfg_.mlp_in_dim(), h_.data(), C, w.mlp_in_w, w.mlp_in_b, N, C, cfg_.mlp_in_dim());
+    if (cfg_.is_gpt2()) {
+      gelu_forward(mlp_act_.data(), mlp_in_.data(), N * cfg_.mlp_act_dim());
+    } else {
+      swiglu_forward(mlp_act_.data(), mlp_in_.data(), N, cfg_.intermediate_size);
+    }
+    linear_bi(h_.data(), C, mlp_act_.data(), cfg_.mlp_act_dim(), w.mlp_out_w, w.mlp_out_b, N, cfg_.mlp_act_dim(), C);
+    add_inplace(x_.data(), h_.data(), N * C);
+  }
+
+  if (n_logits == 0) return;
+  // Final norm and head only for the rows that sample.
+  last_.resize(static_cast<size_t>(n_logits) * C);
+  {
+    int64_t r = 0, k = 0;
+    for (const auto& c : batch) {
+      r += c.n;
+      if (c.need_logits) std::memcpy(last_.data() + (k++) * C, x_.data() + (r - 1) * C, sizeof(float) * C);
+    }
+  }
+  norm(final_norm_w_, final_norm_b_, last_.data(), h_.data(), n_logits);
+  linear_bi(logits.data(), V, h_.data(), C, lm_head_, nullptr, n_logits, C, V);
+}
+
+}  // namespace distllm

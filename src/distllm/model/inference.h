@@ -1,0 +1,66 @@
+// Inference forward over a paged KV cache: one batched pass over any mix of
+// prefill chunks and decode tokens from many sequences.
+//
+// Every kernel on this path is batch-invariant (linear_bi, paged_attention,
+// row-wise norms): a sequence's logits do not depend on the other sequences in the
+// batch, on how its prompt was chunked, or on the thread count. Greedy decoding is
+// therefore reproducible under continuous batching.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "distllm/base/aligned_buffer.h"
+#include "distllm/kernels/rope.h"
+#include "distllm/model/kv_cache.h"
+#include "distllm/model/transformer.h"
+
+namespace distllm {
+
+struct InferenceChunk {
+  const int32_t* tokens = nullptr;  // n tokens at positions [start_pos, start_pos + n)
+  int n = 0;
+  int start_pos = 0;                 // K/V for [0, start_pos) are already in the cache
+  const int32_t* block_table = nullptr;
+  int num_blocks = 0;                // entries in block_table; must cover start_pos + n
+  bool need_logits = false;          // logits for the chunk's last token
+};
+
+class InferenceModel {
+ public:
+  // Weights are laid out for inference: every linear is [out, in] (GPT-2's Conv1D
+  // weights are transposed once here; Llama's are used in place).
+  explicit InferenceModel(std::shared_ptr<const Transformer> model);
+
+  const ModelConfig& config() const { return cfg_; }
+
+  // Runs the batch, writing K/V of every chunk's tokens into the cache and the
+  // logits of chunks with need_logits (in batch order) into `logits`
+  // [count, vocab]. Validates tokens, positions and block tables first.
+  void forward(const std::vector<InferenceChunk>& batch, PagedKvCache& cache, std::vector<float>& logits);
+
+ private:
+  struct Layer {
+    const float *attn_norm_w, *attn_norm_b, *qkv_w, *qkv_b, *attn_out_w, *attn_out_b;
+    const float *mlp_norm_w, *mlp_norm_b, *mlp_in_w, *mlp_in_b, *mlp_out_w, *mlp_out_b;
+  };
+  std::shared_ptr<const Transformer> model_;
+  ModelConfig cfg_;
+  AlignedBuffer<float> transposed_;  // gpt2 block weights in [out, in] layout
+  std::vector<Layer> layers_;
+  const float* wte_ = nullptr;
+  const float* wpe_ = nullptr;
+  const float* final_norm_w_ = nullptr;
+  const float* final_norm_b_ = nullptr;
+  const float* lm_head_ = nullptr;
+  kernels::RopeTable rope_;
+  // Scratch, grown to the largest batch seen.
+  AlignedBuffer<float> x_, h_, qkv_, att_, mlp_in_, mlp_act_, last_;
+  int64_t capacity_ = 0;
+
+  void reserve(int64_t tokens);
+  void norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const;
+};
+
+}  // namespace distllm
