@@ -110,7 +110,8 @@ void SafetensorsFile::validate_and_index(std::span<const uint8_t> bytes) {
       DL_CHECK(dim < (1ull << 48), "%s: tensor '%s': dimension %llu is too large", o, tn, (unsigned long long)dim);
       t.shape.push_back(static_cast<int64_t>(dim));
       bytes_needed *= dim;
-      if (bytes_needed > (static_cast<unsigned __int128>(1) << 64)) bytes_needed = static_cast<unsigned __int128>(1) << 64;
+      DL_CHECK(bytes_needed < (static_cast<unsigned __int128>(1) << 62), "%s: tensor '%s': shape %s is too large", o, tn,
+               sh->dump().c_str());
     }
     auto off = v.find("data_offsets");
     DL_CHECK(off != v.end() && off->is_array() && off->size() == 2, "%s: tensor '%s': 'data_offsets' must be [begin, end]",

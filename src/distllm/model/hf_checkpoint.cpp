@@ -59,21 +59,9 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
   std::map<std::string, std::string> expected_file;  // tensor -> shard (from the index)
   std::string index_path = join_path(dir, "model.safetensors.index.json");
   if (file_exists(index_path)) {
-    nlohmann::json index = parse_json_file(index_path);
-    DL_CHECK(index.is_object(), "%s: must be a JSON object", index_path.c_str());
-    auto wm = index.find("weight_map");
-    DL_CHECK(wm != index.end() && wm->is_object(), "%s: missing object 'weight_map'", index_path.c_str());
-    std::set<std::string> seen;
-    for (auto it = wm->begin(); it != wm->end(); ++it) {
-      DL_CHECK(it.value().is_string(), "%s: weight_map entry '%s' must be a file name", index_path.c_str(),
-               it.key().c_str());
-      std::string f = it.value().get<std::string>();
-      DL_CHECK(f.find('/') == std::string::npos && f.find("..") == std::string::npos,
-               "%s: weight_map entry '%s' names '%s', which is not a file in the directory", index_path.c_str(),
-               it.key().c_str(), f.c_str());
-      expected_file[it.key()] = f;
-      if (seen.insert(f).second) files.push_back(f);
-    }
+    ShardIndex index = parse_shard_index(read_file(index_path), index_path);
+    expected_file = index.weight_map;
+    files = index.files;
     for (const auto& f : files)
       DL_CHECK(file_exists(join_path(dir, f)), "%s: shard '%s' listed in the index is missing", index_path.c_str(),
                f.c_str());
@@ -118,6 +106,41 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
              index_path.c_str(), name.c_str());
   }
   return model;
+}
+
+ShardIndex parse_shard_index(const std::string& text, const std::string& origin) {
+  const char* o = origin.c_str();
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(strprintf("%s: not valid JSON: %s", o, e.what()));
+  }
+  DL_CHECK(index.is_object(), "%s: must be a JSON object", o);
+  ShardIndex out;
+  auto meta = index.find("metadata");
+  if (meta != index.end() && !meta->is_null()) {
+    DL_CHECK(meta->is_object(), "%s: 'metadata' must be an object", o);
+    auto ts = meta->find("total_size");
+    if (ts != meta->end() && !ts->is_null()) {
+      DL_CHECK(ts->is_number_integer() && ts->get<int64_t>() >= 0, "%s: metadata.total_size must be a non-negative integer",
+               o);
+      out.total_size = ts->get<int64_t>();
+    }
+  }
+  auto wm = index.find("weight_map");
+  DL_CHECK(wm != index.end() && wm->is_object(), "%s: missing object 'weight_map'", o);
+  std::set<std::string> seen;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    DL_CHECK(it.value().is_string(), "%s: weight_map entry '%s' must be a file name", o, it.key().c_str());
+    std::string f = it.value().get<std::string>();
+    DL_CHECK(!f.empty() && f.find('/') == std::string::npos && f.find("..") == std::string::npos,
+             "%s: weight_map entry '%s' names '%s', which is not a file in the directory", o, it.key().c_str(),
+             f.c_str());
+    out.weight_map[it.key()] = f;
+    if (seen.insert(f).second) out.files.push_back(f);
+  }
+  return out;
 }
 
 void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options) {

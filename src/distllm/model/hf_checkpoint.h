@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "distllm/model/transformer.h"
 
@@ -34,5 +35,14 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
 std::unique_ptr<Transformer> load_hf_model(const std::string& dir);
 
 ModelConfig load_hf_config(const std::string& dir);
+
+// model.safetensors.index.json: {"metadata": {"total_size": N}, "weight_map": {tensor: file}}.
+struct ShardIndex {
+  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
+  std::vector<std::string> files;                  // distinct shard files, first-seen order
+  int64_t total_size = -1;                         // -1 when absent
+};
+// Validates the structure; shard names must be plain file names (no '/' or '..').
+ShardIndex parse_shard_index(const std::string& text, const std::string& origin);
 
 }  // namespace distllm
