@@ -19,9 +19,14 @@ using namespace kernels;
 
 namespace {
 
-// Rows of logits computed at once by the output head: large enough for an
-// efficient sgemm, small enough that the chunk stays in cache for the backward.
-constexpr int64_t kHeadChunkRows = 128;
+// The output head runs over chunks of rows so the [rows, vocab] logits never need
+// more than about 256 MB, yet each chunk is big enough that the weight-gradient
+// sgemm (inner dimension = rows) runs efficiently and the [vocab, C] gradient is
+// read and written only a few times per step.
+int64_t head_chunk_rows(int64_t rows, int vocab) {
+  int64_t fit = (int64_t(256) << 20) / (static_cast<int64_t>(vocab) * 4);
+  return std::min(rows, std::max<int64_t>(64, fit));
+}
 
 void alloc(AlignedBuffer<float>& b, int64_t n) { b.resize(static_cast<size_t>(n)); }
 
@@ -66,7 +71,7 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len)
   alloc(dattn_, BT_ * cfg_.attn_dim());
   alloc(dmlp_in_, BT_ * cfg_.mlp_in_dim());
   alloc(dmlp_act_, BT_ * cfg_.mlp_act_dim());
-  alloc(logits_chunk_, std::min<int64_t>(kHeadChunkRows, BT_) * cfg_.vocab_size);
+  alloc(logits_chunk_, head_chunk_rows(BT_, cfg_.vocab_size) * cfg_.vocab_size);
 }
 
 size_t TrainGraph::activation_bytes() const {
@@ -221,8 +226,9 @@ float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool 
     dhead = layout.head(model.grads());
     dnorm_.zero();
   }
-  for (int64_t r0 = 0; r0 < BT_; r0 += kHeadChunkRows) {
-    int64_t rows = std::min(kHeadChunkRows, BT_ - r0);
+  const int64_t chunk = head_chunk_rows(BT_, V);
+  for (int64_t r0 = 0; r0 < BT_; r0 += chunk) {
+    int64_t rows = std::min(chunk, BT_ - r0);
     float* logits = logits_chunk_.data();
     const float* x = final_norm_.data() + r0 * C;
     {
