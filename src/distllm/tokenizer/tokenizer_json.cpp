@@ -178,11 +178,27 @@ void parse_normalizer(const Reader& r, const json& doc) {
   r.fail("normalizer.type", "'" + type + "' is not supported (distllm implements no normalizer)");
 }
 
+// A copy with "type" first in every object, then the other keys sorted: parsing
+// loses the file's key order, and this keeps what to_json writes stable.
+ordered_json type_first(const json& v) {
+  if (v.is_array()) {
+    ordered_json out = ordered_json::array();
+    for (const json& e : v) out.push_back(type_first(e));
+    return out;
+  }
+  if (!v.is_object()) return ordered_json::parse(v.dump());
+  ordered_json out = ordered_json::object();
+  if (v.contains("type")) out["type"] = type_first(v["type"]);
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "type") out[it.key()] = type_first(it.value());
+  return out;
+}
+
 void parse_post_processor(const Reader& r, const json& doc, TokenizerSpec& spec) {
   const json* pp = r.member(doc, "post_processor");
   if (pp == nullptr || pp->is_null()) return;
   r.expect_object(*pp, "post_processor");
-  spec.post_processor = ordered_json::parse(pp->dump());
+  spec.post_processor = type_first(*pp);
   // A template such as "<s> $A" names the model's BOS token.
   const json* type = r.member(*pp, "type");
   const json* single = r.member(*pp, "single");
@@ -365,8 +381,14 @@ std::string Tokenizer::to_json() const {
   model["byte_fallback"] = false;
   if (t.ignore_merges) model["ignore_merges"] = true;
   ordered_json vocab = ordered_json::object();
-  for (size_t id = 0; id < t.token_string.size(); ++id)
-    if (t.in_model[id]) vocab[t.token_string[id]] = id;
+  {
+    // Keys are unique: append to the underlying vector, skipping ordered_map's linear
+    // search for an existing key (quadratic for a 50k-token vocab).
+    auto& entries = static_cast<ordered_json::object_t::Container&>(vocab.get_ref<ordered_json::object_t&>());
+    entries.reserve(t.token_string.size());
+    for (size_t id = 0; id < t.token_string.size(); ++id)
+      if (t.in_model[id]) entries.emplace_back(t.token_string[id], id);
+  }
   model["vocab"] = std::move(vocab);
   // The "a b" form is what every version of Hugging Face tokenizers reads; it cannot
   // hold a token with a space, and then the ["a", "b"] form is written instead.
