@@ -26,9 +26,15 @@ printf 'caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xff\xfe broken\n\ttabs  \n' > "$tm
 "$distllm" tokenize --decode --file "$tmp/ids.json" > "$tmp/out.txt"
 cmp "$tmp/in.txt" "$tmp/out.txt" || fail "file round trip"
 
-# A model directory with tokenizer.json (written by the library via the GPT-2 files).
+# --save writes tokenizer.json; a model directory holding it loads.
+mkdir -p "$tmp/saved"
+"$distllm" tokenize --tokenizer gpt2 --save "$tmp/saved/tokenizer.json"
+[ "$("$distllm" tokenize --tokenizer "$tmp/saved" --text 'Hello world<|endoftext|>')" = "[15496, 995, 50256]" ] ||
+  fail "saved tokenizer.json"
+
+# A tokenizer.json written elsewhere (here by node: merges as pairs, fields left to
+# their defaults) in a model directory.
 mkdir -p "$tmp/model"
-"$distllm" tokenize --tokenizer gpt2 --text x >/dev/null
 node -e '
   const fs = require("fs");
   const enc = JSON.parse(fs.readFileSync(process.argv[1] + "/encoder.json", "utf8"));

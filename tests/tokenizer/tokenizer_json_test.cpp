@@ -290,3 +290,32 @@ TEST(Gpt2Files, Errors) {
 
 }  // namespace
 }  // namespace distllm
+
+namespace distllm {
+namespace {
+
+// Inputs on which the fuzz target (fuzz/fuzz_tokenizer_json.cpp) stopped. Both were
+// mistakes in the target's expectations, not in the library; they stay as tests of
+// the behaviour it had wrong.
+std::string fuzz_input(const std::string& name) {
+  return test::read_text_file(DISTLLM_SOURCE_DIR "/fuzz/corpus/fuzz_tokenizer_json/" + name);
+}
+
+// The vocab's key for byte 's' is "s " (unreachable), so text with an 's' cannot be
+// encoded; the special token "</s>" still can, unless it is encoded as text.
+TEST(FuzzRegression, SpecialTokenWhoseBytesHaveNoTokens) {
+  Tokenizer t = Tokenizer::from_json(fuzz_input("regress_special_token_without_byte_tokens.json"), "fuzz.json");
+  EXPECT_EQ(t.encode("<s>hello</s>"), (std::vector<int32_t>{262, 259, 263}));
+  test::expect_error([&] { t.encode("</s>", /*allow_special=*/false); },
+                     "fuzz.json: cannot encode byte 0x73: the vocab has no token for it and no unk_token");
+}
+
+// With add_prefix_space, decode(encode(x)) is " " + x, not x.
+TEST(FuzzRegression, PrefixSpaceIsPartOfTheRoundTrip) {
+  Tokenizer t = Tokenizer::from_json(fuzz_input("regress_prefix_space_round_trip.json"), "fuzz.json");
+  EXPECT_EQ(t.decode(t.encode("Hello world, it's 2024!")), " Hello world, it's 2024!");
+  EXPECT_EQ(t.decode(t.encode(" x")), " x");
+}
+
+}  // namespace
+}  // namespace distllm

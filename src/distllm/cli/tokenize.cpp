@@ -48,10 +48,15 @@ int run_tokenize(Args& args) {
   bool decode = args.get_flag("decode", "turn a JSON array of ids back into text (written as raw bytes)");
   bool no_special = args.get_flag("no-special", "encode special tokens' text (e.g. <|endoftext|>) as plain text");
   bool skip_special = args.get_flag("skip-special", "with --decode: leave special tokens out");
+  auto save = args.get_optional("save", "write the tokenizer as a Hugging Face tokenizer.json to this path");
   if (args.help_or_finish()) return 0;
+  Tokenizer tok = Tokenizer::load(path);
+  if (save) {
+    tok.save(*save);
+    if (!text && !file) return 0;
+  }
   DL_CHECK(text.has_value() != file.has_value(), "give exactly one of --text or --file");
   std::string input = text ? *text : read_input(*file);
-  Tokenizer tok = Tokenizer::load(path);
   if (decode) {
     std::string out = tok.decode(parse_ids(input, text ? "--text" : *file), skip_special);
     std::fwrite(out.data(), 1, out.size(), stdout);
