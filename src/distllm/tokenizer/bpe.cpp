@@ -22,7 +22,65 @@ void BpeMerges::build(const std::vector<std::pair<int32_t, int32_t>>& pairs, con
 
 namespace {
 
-void merge_by_scanning(std::vector<int32_t>& word, const BpeMerges& merges, std::vector<int32_t>& next_word) {
+// GPT-2's loop, keeping the rank of every adjacent pair so that a round only looks
+// up the pairs its merges created. A rank names one pair, so "the pair at i has the
+// lowest rank" is "the pair at i is (first, second)".
+void merge_by_scanning(std::vector<int32_t>& word, const BpeMerges& merges, BpeScratch& s) {
+  constexpr uint32_t kNone = ~0u;
+  size_t n = word.size();
+  auto& rank = s.rank;
+  auto& merged = s.merged;
+  auto& fresh = s.fresh;
+  rank.resize(n);
+  merged.resize(n);
+  fresh.resize(n);
+  auto look_up = [&](size_t i) {
+    const BpeMerges::Merge* m = merges.find(word[i], word[i + 1]);
+    rank[i] = m ? m->rank : kNone;
+    merged[i] = m ? m->merged : 0;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) look_up(i);
+  while (n > 1) {
+    uint32_t best = kNone;
+    int32_t best_id = 0;
+    for (size_t i = 0; i + 1 < n; ++i)
+      if (rank[i] < best) best = rank[i], best_id = merged[i];
+    if (best == kNone) break;
+    // Merge every occurrence left to right, in place; pairs untouched by a merge keep
+    // their rank (they move left with their symbols).
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+      if (i + 1 < n && rank[i] == best) {
+        word[out] = best_id;
+        fresh[out] = 1;
+        i += 2;
+      } else {
+        word[out] = word[i];
+        rank[out] = rank[i];
+        merged[out] = merged[i];
+        fresh[out] = 0;
+        i += 1;
+      }
+      ++out;
+    }
+    n = out;
+    for (size_t i = 0; i + 1 < n; ++i)
+      if (fresh[i] || fresh[i + 1]) look_up(i);
+  }
+  word.resize(n);
+}
+
+// Min-heap order on (rank, position).
+struct EntryAfter {
+  bool operator()(const BpeScratch::Entry& a, const BpeScratch::Entry& b) const {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
+};
+
+}  // namespace
+
+void bpe_merge_reference(std::vector<int32_t>& word, const BpeMerges& merges) {
+  std::vector<int32_t> next_word;
   while (word.size() > 1) {
     // The lowest-ranked adjacent pair.
     const BpeMerges::Merge* best = nullptr;
@@ -49,20 +107,6 @@ void merge_by_scanning(std::vector<int32_t>& word, const BpeMerges& merges, std:
     }
     word.swap(next_word);
   }
-}
-
-// Min-heap order on (rank, position).
-struct EntryAfter {
-  bool operator()(const BpeScratch::Entry& a, const BpeScratch::Entry& b) const {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-  }
-};
-
-}  // namespace
-
-void bpe_merge_reference(std::vector<int32_t>& word, const BpeMerges& merges) {
-  std::vector<int32_t> next_word;
-  merge_by_scanning(word, merges, next_word);
 }
 
 // Each heap entry names a pair by the position of its left symbol; entries go stale
@@ -123,9 +167,9 @@ void bpe_merge_heap(std::vector<int32_t>& word, const BpeMerges& merges, BpeScra
 }
 
 void bpe_merge(std::vector<int32_t>& word, const BpeMerges& merges, BpeScratch& scratch) {
-  // Most pieces are a few bytes long; for them rescanning beats heap bookkeeping.
-  if (word.size() <= 12) {
-    merge_by_scanning(word, merges, scratch.out);
+  // Most pieces are a few bytes long; for them scanning beats heap bookkeeping.
+  if (word.size() <= 16) {
+    merge_by_scanning(word, merges, scratch);
   } else {
     bpe_merge_heap(word, merges, scratch);
   }

@@ -62,11 +62,14 @@ struct BpeScratch {
   std::vector<Entry> heap;
   std::vector<Entry> batch;
   std::vector<int32_t> prev, next;
-  std::vector<int32_t> out;
+  std::vector<uint32_t> rank;  // the scanning loop's per-pair state
+  std::vector<int32_t> merged;
+  std::vector<uint8_t> fresh;
 };
 
 // Merges `word` in place: O(n log n) with a heap of candidate pairs; short words take a
-// direct scan, which is faster for them. Both follow the reference order exactly.
+// scan that keeps each pair's rank, which is faster for them. Both follow the
+// reference order exactly.
 void bpe_merge(std::vector<int32_t>& word, const BpeMerges& merges, BpeScratch& scratch);
 
 // The reference loop transcribed from GPT-2's encoder.py (O(n^2)); tests compare

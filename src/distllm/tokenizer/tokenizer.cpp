@@ -2,6 +2,7 @@
 #include "distllm/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
@@ -16,9 +17,23 @@ namespace {
 // found here and BPE runs once per distinct word. Keyed by the tokenizer's cache key;
 // a few slots so that alternating between tokenizers does not thrash.
 struct PieceCache {
+  // Pieces are short: hash 8 bytes at a time (faster here than std::hash's Murmur).
   struct Hash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    size_t operator()(std::string_view s) const {
+      uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xC2B2AE3D27D4EB4Full);
+      size_t i = 0;
+      for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+      }
+      uint64_t tail = 0;
+      std::memcpy(&tail, s.data() + i, s.size() - i);
+      h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
   };
   uint64_t key = 0;
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Hash, std::equal_to<>> map;  // -> (offset, count)
