@@ -111,7 +111,8 @@ TEST_F(Gpt2Parity, HuggingFaceTokenizersReadOurJson) {
                     dir_ + "' '" + dir_ + "/hf.json' 2>&1";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
   json hf = json::parse(read_text_file(dir_ + "/hf.json"));
-  for (const auto& name : manifest()["ids"]) {
+  json m = manifest();
+  for (const auto& name : m["ids"]) {
     std::string text = read_text_file(dir_ + "/" + name.get<std::string>() + ".txt");
     std::vector<int32_t> want = hf[name.get<std::string>()];
     std::vector<int32_t> got = gpt2().encode(text, /*allow_special=*/true);
