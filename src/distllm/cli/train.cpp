@@ -1,6 +1,7 @@
 // `distllm train`: train a GPT-2 or Llama model on one process.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "distllm/base/error.h"
 #include "distllm/base/log.h"
@@ -8,6 +9,7 @@
 #include "distllm/cli/model_flags.h"
 #include "distllm/io/file_util.h"
 #include "distllm/model/hf_checkpoint.h"
+#include "distllm/tokenizer/tokenizer.h"
 #include "distllm/train/trainer.h"
 
 namespace distllm {
@@ -114,8 +116,24 @@ int run_train(Args& args) {
         std::fflush(stdout);
       });
   if (out) {
-    save_hf_model(*model, *out);
-    std::printf("saved %s\n", out->c_str());
+    // The model directory gets the tokenizer the data was made with, so `generate`
+    // and `serve` can use it directly.
+    SaveOptions save;
+    std::optional<Tokenizer> tok;
+    if (text) {
+      tok = Tokenizer::byte_level();
+    } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
+      tok = Tokenizer::from_file(join_path(*data, "tokenizer.json"));
+    }
+    if (tok) {
+      DL_CHECK(tok->vocab_size() <= cfg.vocab_size, "tokenizer vocabulary %d exceeds the model's %d",
+               tok->vocab_size(), cfg.vocab_size);
+      save.extra_files["tokenizer.json"] = tok->to_json();
+      if (tok->eos_token_id()) save.eos_token_id = *tok->eos_token_id();
+      if (tok->bos_token_id()) save.bos_token_id = *tok->bos_token_id();
+    }
+    save_hf_model(*model, *out, save);
+    std::printf("saved %s%s\n", out->c_str(), tok ? " (with tokenizer.json)" : "");
   }
   return 0;
 }
