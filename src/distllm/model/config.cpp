@@ -192,8 +192,6 @@ nlohmann::json ModelConfig::to_hf_json() const {
     j["embd_pdrop"] = 0.0;
     j["attn_pdrop"] = 0.0;
     j["tie_word_embeddings"] = true;
-    j["bos_token_id"] = 50256;
-    j["eos_token_id"] = 50256;
   } else {
     j["model_type"] = "llama";
     j["architectures"] = {"LlamaForCausalLM"};

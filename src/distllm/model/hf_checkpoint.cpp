@@ -180,7 +180,10 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
     nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
     write_file_atomic(join_path(tmp, "model.safetensors.index.json"), index.dump(2));
   }
-  write_file_atomic(join_path(tmp, "config.json"), model.config().to_hf_json().dump(2));
+  nlohmann::json config = model.config().to_hf_json();
+  if (options.bos_token_id >= 0) config["bos_token_id"] = options.bos_token_id;
+  if (options.eos_token_id >= 0) config["eos_token_id"] = options.eos_token_id;
+  write_file_atomic(join_path(tmp, "config.json"), config.dump(2));
   nlohmann::json gen = {{"_from_model_config", true}};
   if (options.bos_token_id >= 0) gen["bos_token_id"] = options.bos_token_id;
   if (options.eos_token_id >= 0) gen["eos_token_id"] = options.eos_token_id;
