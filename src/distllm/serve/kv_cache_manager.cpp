@@ -1,0 +1,103 @@
+#include "distllm/serve/kv_cache_manager.h"
+
+#include <map>
+
+#include "distllm/base/error.h"
+
+namespace distllm::serve {
+
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_cache)
+    : block_size_(block_size), pool_(num_blocks) {
+  DL_CHECK(block_size > 0, "KV block size must be positive, got %d", block_size);
+  if (enable_prefix_cache) cache_ = std::make_unique<PrefixCache>(pool_, block_size);
+}
+
+int KvCacheManager::acquire_cached_prefix(uint64_t seq_id, std::span<const int32_t> tokens) {
+  auto it = tables_.find(seq_id);
+  DL_ASSERT(it == tables_.end() || it->second.table.empty());
+  if (!cache_ || tokens.size() < 2) return 0;
+  std::vector<int32_t> blocks = cache_->match(tokens.first(tokens.size() - 1));
+  if (blocks.empty()) return 0;
+  for (int32_t b : blocks) pool_.incref(b);
+  SeqBlocks& seq = tables_[seq_id];
+  seq.table = std::move(blocks);
+  seq.offered = seq.table.size();  // they came from the cache
+  return static_cast<int>(seq.table.size()) * block_size_;
+}
+
+void KvCacheManager::record_prefix_query(int64_t query_tokens, int64_t hit_tokens) {
+  stats_.query_tokens += query_tokens;
+  stats_.hit_tokens += hit_tokens;
+  stats_.query_requests += 1;
+  stats_.hit_requests += hit_tokens > 0 ? 1 : 0;
+}
+
+bool KvCacheManager::allocate_slots(uint64_t seq_id, int64_t num_tokens) {
+  auto [it, created] = tables_.try_emplace(seq_id);
+  std::vector<int32_t>& table = it->second.table;
+  int need = blocks_for_tokens(num_tokens) - static_cast<int>(table.size());
+  if (need <= 0) return true;
+  if (pool_.num_free() < need && cache_ && pool_.num_free() + pool_.num_evictable() >= need) {
+    cache_->evict(need - pool_.num_free());
+  }
+  if (pool_.num_free() < need) {
+    if (created) tables_.erase(it);
+    return false;
+  }
+  for (int i = 0; i < need; ++i) {
+    int32_t b = pool_.allocate();
+    DL_ASSERT(b >= 0);
+    table.push_back(b);
+  }
+  return true;
+}
+
+void KvCacheManager::cache_computed(uint64_t seq_id, std::span<const int32_t> tokens, int64_t num_computed) {
+  if (!cache_) return;
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return;
+  SeqBlocks& seq = it->second;
+  DL_ASSERT(num_computed <= static_cast<int64_t>(tokens.size()));
+  size_t full = std::min(static_cast<size_t>(num_computed / block_size_), seq.table.size());
+  if (full <= seq.offered) return;
+  cache_->insert(tokens.first(full * static_cast<size_t>(block_size_)), std::span(seq.table).first(full));
+  seq.offered = full;
+}
+
+void KvCacheManager::free(uint64_t seq_id) {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return;
+  // Release from the tail so a partially shared table frees its private blocks first.
+  for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool_.decref(*b);
+  tables_.erase(it);
+}
+
+const std::vector<int32_t>& KvCacheManager::block_table(uint64_t seq_id) const {
+  auto it = tables_.find(seq_id);
+  DL_ASSERT(it != tables_.end());
+  return it->second.table;
+}
+
+void KvCacheManager::reset_prefix_cache() {
+  if (cache_) cache_->clear();
+}
+
+void KvCacheManager::check_invariants() const {
+  std::vector<int> refs(static_cast<size_t>(pool_.num_blocks()), 0);
+  for (const auto& [id, seq] : tables_) {
+    DL_ASSERT(seq.offered <= seq.table.size());
+    for (int32_t b : seq.table) ++refs[static_cast<size_t>(b)];
+  }
+  int free = 0;
+  for (int b = 0; b < pool_.num_blocks(); ++b) {
+    int expected = refs[static_cast<size_t>(b)] + (pool_.is_cached(b) ? 1 : 0);
+    DL_CHECK(pool_.ref_count(b) == expected, "block %d has %d references, expected %d", b, pool_.ref_count(b),
+             expected);
+    free += expected == 0 ? 1 : 0;
+  }
+  DL_CHECK(free == pool_.num_free(), "pool reports %d free blocks, counted %d", pool_.num_free(), free);
+  if (cache_) cache_->check_invariants();
+  else DL_ASSERT(pool_.num_cached() == 0);
+}
+
+}  // namespace distllm::serve

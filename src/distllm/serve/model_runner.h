@@ -1,0 +1,77 @@
+// The seam between the serving engine and the model.
+//
+// The engine (scheduler, KV cache manager, sampler) decides *what* runs in a step;
+// a ModelRunner only executes it: one batched forward over every scheduled sequence,
+// reading and writing K/V through the block tables it is handed. It never chooses
+// which sequences run, never allocates blocks and never samples.
+//
+// Paged KV cache contract
+// -----------------------
+// The runner owns the K/V storage: `allocate_kv(num_blocks, block_size)` is called
+// once, and from then on a "block id" b in [0, num_blocks) names the storage for
+// `block_size` consecutive token positions of one sequence, in every layer.
+// Position p of a sequence lives in block `block_table[p / block_size]`, slot
+// `p % block_size`.
+//
+// Sharing invariant (why the prefix cache needs no copy-on-write): two sequences'
+// block tables may point at the same physical blocks, but only for *full* blocks
+// of a shared prefix, i.e. blocks covering positions [0, k*block_size) whose K/V
+// is already computed. The engine guarantees every chunk starts at
+// `start_pos >= k*block_size` for any shared block it references, and the runner
+// writes K/V only for positions >= start_pos, so a shared block is never written
+// after it is shared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace distllm::serve {
+
+struct KvGeometry {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int dtype_bytes = 4;  // bytes per stored K or V element (fp32 today)
+
+  // K and V for one token across all layers.
+  size_t bytes_per_token() const {
+    return 2ull * static_cast<size_t>(num_layers) * num_kv_heads * head_dim * dtype_bytes;
+  }
+};
+
+// One scheduled sequence in a step.
+struct SequenceChunk {
+  uint64_t request_id = 0;
+  // Tokens to run now: a prefill chunk, or the one newest token for decode.
+  std::vector<int32_t> tokens;
+  // Position of tokens[0]. K/V for positions [0, start_pos) is already in the cache.
+  int32_t start_pos = 0;
+  // Physical block ids covering positions [0, start_pos + tokens.size()).
+  std::vector<int32_t> block_table;
+  // True when this chunk ends at the sequence's newest token, so its last position
+  // samples the next token and needs logits.
+  bool need_logits = false;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual KvGeometry kv_geometry() const = 0;
+  // Bytes of K/V storage one block of `block_size` tokens takes (all layers).
+  virtual size_t kv_bytes_per_block(int block_size) const = 0;
+  // Called once by the engine before the first execute().
+  virtual void allocate_kv(int num_blocks, int block_size) = 0;
+  virtual int vocab_size() const = 0;
+  // Longest sequence (prompt + generated tokens) the model supports.
+  virtual int max_context() const = 0;
+
+  // One batched forward over every chunk: writes K/V for each chunk's tokens into
+  // its blocks, and the logits of the last position of each chunk with
+  // need_logits, in batch order, into `logits` (resized to n_need x vocab_size).
+  // Throws distllm::Error on failure; the engine then fails that batch's requests.
+  virtual void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) = 0;
+};
+
+}  // namespace distllm::serve
