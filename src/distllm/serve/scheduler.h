@@ -1,0 +1,93 @@
+// Iteration-level scheduler (continuous batching with chunked prefill), after vLLM v1.
+//
+// There are no prefill and decode phases: every sequence simply has tokens whose K/V
+// is computed (`num_computed`) and tokens still to run. Each step the scheduler
+// spends a token budget: first on running sequences in admission order (a decode
+// costs one token, an unfinished prefill takes as much of the budget as remains),
+// then on waiting sequences first come, first served, as a new chunked prefill.
+//
+// When the KV cache cannot give a running sequence the blocks it needs, the newest
+// running sequence is preempted by recompute: its blocks are freed and it goes back
+// to the front of the waiting queue (its tokens, generated ones included, are kept
+// and run again as a prefill, reusing whatever the prefix cache still holds).
+// Because the engine rejects any request that could not fit in the whole cache on
+// its own, the oldest running sequence can always make progress: no deadlock.
+//
+// The scheduler never touches tensors and never sees block ids.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "distllm/serve/kv_cache_manager.h"
+
+namespace distllm::serve {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  int num_prompt_tokens = 0;
+  int64_t num_computed = 0;     // leading tokens whose K/V is in the cache
+  SeqStatus status = SeqStatus::kWaiting;
+  int num_preemptions = 0;
+
+  int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - num_prompt_tokens; }
+};
+
+struct SchedulerConfig {
+  int max_num_batched_tokens = 512;  // token budget per step
+  int max_num_seqs = 64;             // running sequences at most
+};
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t start = 0;  // == seq->num_computed when scheduled
+  int num_tokens = 0;
+  bool need_logits = false;  // the chunk reaches the newest token: sample after it
+  int64_t cached_tokens = 0;  // prefix-cache hit when admitted this step, else 0
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> admitted;   // moved from waiting to running this step
+  std::vector<Sequence*> preempted;  // moved from running back to waiting this step
+  int num_batched_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  // Queues a new sequence (status waiting, nothing computed) at the back.
+  void add(Sequence* seq);
+  SchedulerOutput schedule();
+  // After the runner executed `out`: advances num_computed and offers newly full
+  // blocks to the prefix cache. Call before appending sampled tokens.
+  void on_step_done(const SchedulerOutput& out);
+  // Removes a sequence from wherever it is (finished, aborted, failed) and frees
+  // its blocks.
+  void finish(Sequence* seq);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerConfig& config() const { return config_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+
+ private:
+  void preempt(Sequence* seq);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace distllm::serve
