@@ -1,0 +1,134 @@
+#include "distllm/serve/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "distllm/base/error.h"
+#include "distllm/base/rng.h"
+
+namespace distllm::serve {
+namespace {
+
+// Larger value first; equal values by lower id, so every order is deterministic.
+struct ByValueDesc {
+  const float* v;
+  bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
+};
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+void check_finite(std::span<const float> logits) {
+  DL_CHECK(!logits.empty(), "sampler got an empty logits row");
+  bool any_finite = false;
+  for (float x : logits) {
+    DL_CHECK(!std::isnan(x), "model produced NaN logits");
+    any_finite = any_finite || std::isfinite(x);
+  }
+  DL_CHECK(any_finite, "model produced no finite logit");
+}
+
+}  // namespace
+
+TokenLogprob compute_logprobs(std::span<const float> logits, int32_t chosen, int top_n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  TokenLogprob out;
+  out.token = chosen;
+  out.logprob = static_cast<float>(logits[static_cast<size_t>(chosen)] - lse);
+  size_t n = std::min(static_cast<size_t>(std::max(top_n, 0)), logits.size());
+  if (n > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), ByValueDesc{logits.data()});
+    for (size_t i = 0; i < n; ++i)
+      out.top.emplace_back(ids[i], static_cast<float>(logits[static_cast<size_t>(ids[i])] - lse));
+  }
+  return out;
+}
+
+SampleResult sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t step,
+                          SamplerScratch& scratch) {
+  check_finite(logits);
+  SampleResult result;
+  const size_t vocab = logits.size();
+  if (params.greedy()) {
+    result.token = argmax(logits);
+  } else {
+    // Candidates: every id, or the top-k by logit (sorted, most likely first).
+    std::vector<int32_t>& order = scratch.order;
+    order.resize(vocab);
+    for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
+    size_t count = vocab;
+    if (params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab) {
+      count = static_cast<size_t>(params.top_k);
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(count), order.end(),
+                        ByValueDesc{logits.data()});
+    }
+    // Softmax of logits / temperature over the candidates (indexed by token id).
+    std::vector<float>& probs = scratch.probs;
+    probs.assign(vocab, 0.0f);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < count; ++i) mx = std::max(mx, logits[static_cast<size_t>(order[i])]);
+    const float inv_t = 1.0f / params.temperature;
+    double total = 0.0;
+    for (size_t i = 0; i < count; ++i) {
+      size_t id = static_cast<size_t>(order[i]);
+      probs[id] = std::exp((logits[id] - mx) * inv_t);
+      total += probs[id];
+    }
+    // Top-p: the smallest most-likely-first prefix whose mass reaches top_p. Sort
+    // lazily in growing windows: peaked distributions never need a full sort.
+    if (params.top_p < 1.0f) {
+      const double want = static_cast<double>(params.top_p) * total;
+      ByValueDesc by_prob{probs.data()};
+      size_t window = std::min<size_t>(count, 64);
+      size_t kept = count;
+      while (true) {
+        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(window),
+                          order.begin() + static_cast<std::ptrdiff_t>(count), by_prob);
+        double cum = 0.0;
+        size_t i = 0;
+        for (; i < window; ++i) {
+          cum += probs[static_cast<size_t>(order[i])];
+          if (cum >= want) break;
+        }
+        if (i < window) {
+          kept = i + 1;
+          break;
+        }
+        if (window == count) break;
+        window = std::min(count, window * 4);
+      }
+      count = kept;
+      total = 0.0;
+      for (size_t i = 0; i < count; ++i) total += probs[static_cast<size_t>(order[i])];
+    }
+    CounterRng rng(params.seed, params.seed_stream, step);
+    const double target = rng.uniform_double() * total;
+    double cum = 0.0;
+    result.token = order[count - 1];
+    for (size_t i = 0; i < count; ++i) {
+      cum += probs[static_cast<size_t>(order[i])];
+      if (cum > target) {
+        result.token = order[i];
+        break;
+      }
+    }
+  }
+  if (params.logprobs >= 0) {
+    result.has_logprobs = true;
+    result.logprobs = compute_logprobs(logits, result.token, params.logprobs);
+  }
+  return result;
+}
+
+}  // namespace distllm::serve
