@@ -1,0 +1,185 @@
+#include "distllm/serve/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "distllm/base/error.h"
+
+namespace distllm::serve {
+namespace {
+
+// vLLM's bucket boundaries for the same histograms.
+std::vector<double> ttft_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> itl_buckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> request_buckets() {
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+          960.0, 1920.0, 7680.0};
+}
+
+// Shortest text that reads back as the same double ("0.1", not "0.10000000000000001").
+std::string number(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
+  DL_ASSERT(std::is_sorted(bounds_.begin(), bounds_.end()));
+}
+
+void Histogram::observe(double value) {
+  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  counts_[i] += 1;  // i == bounds_.size(): only the +Inf bucket
+  count_ += 1;
+  sum_ += value;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cum += counts_[i];
+    std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"," + labels + "} " + std::to_string(cum) + "\n";
+  }
+  out += name + "_sum{" + labels + "} " + number(sum_) + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
+}
+
+ServeMetrics::ServeMetrics(std::string model_name)
+    : labels_("model_name=\"" + escape_label(model_name) + "\""),
+      ttft_(ttft_buckets()),
+      itl_(itl_buckets()),
+      e2e_(request_buckets()),
+      queue_(request_buckets()) {}
+
+void ServeMetrics::observe_ttft(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_.observe(s);
+}
+void ServeMetrics::observe_itl(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  itl_.observe(s);
+}
+void ServeMetrics::observe_e2e(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e2e_.observe(s);
+}
+void ServeMetrics::observe_queue_time(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.observe(s);
+}
+void ServeMetrics::add_prompt_tokens(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.prompt_tokens += n;
+}
+void ServeMetrics::add_generation_tokens(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.generation_tokens += n;
+}
+void ServeMetrics::count_finished(Finish how) {
+  std::lock_guard<std::mutex> lock(mu_);
+  switch (how) {
+    case Finish::kStop: s_.success_stop++; break;
+    case Finish::kLength: s_.success_length++; break;
+    case Finish::kAborted: s_.aborted++; break;
+    case Finish::kFailed: s_.failed++; break;
+  }
+}
+void ServeMetrics::count_rejected() {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.rejected++;
+}
+
+void ServeMetrics::set_step_state(int64_t running, int64_t waiting, double kv_usage, int64_t preemptions,
+                                  int64_t prefix_query_tokens, int64_t prefix_hit_tokens,
+                                  int64_t prefix_query_requests, int64_t prefix_hit_requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.running = running;
+  s_.waiting = waiting;
+  s_.kv_usage = kv_usage;
+  s_.preemptions = preemptions;
+  s_.prefix_query_tokens = prefix_query_tokens;
+  s_.prefix_hit_tokens = prefix_hit_tokens;
+  s_.prefix_query_requests = prefix_query_requests;
+  s_.prefix_hit_requests = prefix_hit_requests;
+}
+
+MetricsSnapshot ServeMetrics::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_;
+}
+
+std::string ServeMetrics::render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  const std::string& l = labels_;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    std::string n = std::string("distllm:") + name;
+    header(out, n, "gauge", help);
+    out += n + "{" + l + "} " + number(v) + "\n";
+  };
+  auto counter = [&](const char* name, const char* help, int64_t v) {
+    std::string n = std::string("distllm:") + name;
+    header(out, n, "counter", help);
+    out += n + "{" + l + "} " + std::to_string(v) + "\n";
+  };
+  auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    std::string n = std::string("distllm:") + name;
+    header(out, n, "histogram", help);
+    h.render(out, n, l);
+  };
+  gauge("num_requests_running", "Number of requests in the running batch.", static_cast<double>(s_.running));
+  gauge("num_requests_waiting", "Number of requests waiting to be scheduled (including preempted ones).",
+        static_cast<double>(s_.waiting));
+  gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (0 to 1).", s_.kv_usage);
+  counter("prompt_tokens_total", "Prompt tokens processed (prefix-cache hits included).", s_.prompt_tokens);
+  counter("generation_tokens_total", "Tokens generated.", s_.generation_tokens);
+  counter("num_preemptions_total", "Requests preempted (recompute) because KV blocks ran out.", s_.preemptions);
+  counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", s_.prefix_query_tokens);
+  counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", s_.prefix_hit_tokens);
+  counter("prefix_cache_query_requests_total", "Prefix cache lookups (one per admission).", s_.prefix_query_requests);
+  counter("prefix_cache_hit_requests_total", "Prefix cache lookups that found at least one block.",
+          s_.prefix_hit_requests);
+  {
+    std::string n = "distllm:request_success_total";
+    header(out, n, "counter", "Requests finished normally, by finish reason.");
+    out += n + "{finished_reason=\"stop\"," + l + "} " + std::to_string(s_.success_stop) + "\n";
+    out += n + "{finished_reason=\"length\"," + l + "} " + std::to_string(s_.success_length) + "\n";
+  }
+  counter("request_aborted_total", "Requests cancelled because the client went away.", s_.aborted);
+  counter("request_rejected_total", "Requests refused with 429 because the waiting queue was full.", s_.rejected);
+  counter("request_failed_total", "Requests ended by a model error.", s_.failed);
+  histogram("time_to_first_token_seconds", "Time from arrival to the first generated token, in seconds.", ttft_);
+  histogram("inter_token_latency_seconds", "Time between consecutive generated tokens, in seconds.", itl_);
+  histogram("e2e_request_latency_seconds", "Time from arrival to finish, in seconds.", e2e_);
+  histogram("request_queue_time_seconds", "Time from arrival to first being scheduled, in seconds.", queue_);
+  return out;
+}
+
+}  // namespace distllm::serve
