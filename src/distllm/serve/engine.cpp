@@ -1,0 +1,432 @@
+#include "distllm/serve/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "distllm/base/log.h"
+#include "distllm/base/rng.h"
+#include "distllm/base/timer.h"
+
+namespace distllm::serve {
+namespace {
+
+int derive_num_blocks(const EngineConfig& config, const ModelRunner& runner) {
+  if (config.num_blocks > 0) return config.num_blocks;
+  DL_CHECK(config.block_size > 0, "--block-size must be positive, got %d", config.block_size);
+  DL_CHECK(config.kv_cache_memory_gib > 0, "--kv-cache-memory must be positive, got %g GiB",
+           config.kv_cache_memory_gib);
+  size_t per_block = runner.kv_bytes_per_block(config.block_size);
+  DL_CHECK(per_block > 0, "model runner reports 0 bytes per KV block");
+  double blocks = config.kv_cache_memory_gib * 1073741824.0 / static_cast<double>(per_block);
+  DL_CHECK(blocks >= 1.0, "--kv-cache-memory %g GiB holds no KV block (one block of %d tokens takes %zu bytes)",
+           config.kv_cache_memory_gib, config.block_size, per_block);
+  DL_CHECK(blocks < 2e9, "--kv-cache-memory %g GiB is too large", config.kv_cache_memory_gib);
+  return static_cast<int>(blocks);
+}
+
+uint64_t entropy_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(now_seconds() * 1e9);
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+void OutputQueue::push(OutputDelta delta) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(delta));
+  }
+  cv_.notify_all();
+}
+
+bool OutputQueue::pop_all(std::vector<OutputDelta>& out, double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (pending_.empty()) {
+    cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return !pending_.empty(); });
+  }
+  if (pending_.empty()) return false;
+  for (auto& d : pending_) out.push_back(std::move(d));
+  pending_.clear();
+  return true;
+}
+
+struct Engine::RequestState {
+  Sequence seq;
+  GenerationRequest req;
+  std::shared_ptr<OutputQueue> out;
+  int index = 0;
+  std::unique_ptr<Detokenizer> detok;
+  double arrival = 0.0;
+  double last_token = 0.0;
+  bool scheduled = false;
+  int cached_tokens = 0;
+};
+
+Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics)
+    : runner_(runner),
+      codec_(codec),
+      config_(config),
+      metrics_(metrics),
+      kv_(derive_num_blocks(config, runner), config.block_size, config.enable_prefix_cache),
+      scheduler_(config.scheduler, kv_) {
+  max_model_len_ = config.max_model_len > 0 ? std::min(config.max_model_len, runner.max_context()) : runner.max_context();
+  DL_CHECK(max_model_len_ >= 2, "max model length must be at least 2 tokens, got %d", max_model_len_);
+  DL_CHECK(config.max_queued_requests >= 1, "--max-queued-requests must be at least 1, got %d",
+           config.max_queued_requests);
+  DL_CHECK(codec.vocab_size() <= runner.vocab_size(),
+           "tokenizer has %d tokens but the model's vocabulary has only %d", codec.vocab_size(), runner.vocab_size());
+  runner_.allocate_kv(kv_.num_blocks(), config.block_size);
+  publish_stats();
+  LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens), max model length %d, prefix cache %s", kv_.num_blocks(),
+           config.block_size, kv_.num_blocks() * config.block_size, max_model_len_,
+           config.enable_prefix_cache ? "on" : "off");
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  DL_CHECK(!thread_.joinable(), "engine already started");
+  stop_ = false;
+  alive_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int Engine::max_completion_tokens(int prompt_len) const {
+  int64_t by_context = static_cast<int64_t>(max_model_len_) - prompt_len;
+  int64_t by_cache = static_cast<int64_t>(kv_.num_blocks()) * config_.block_size - prompt_len;
+  return static_cast<int>(std::max<int64_t>(0, std::min(by_context, by_cache)));
+}
+
+std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out) {
+  DL_ASSERT(out != nullptr);
+  const int vocab = runner_.vocab_size();
+  const int64_t cache_tokens = static_cast<int64_t>(kv_.num_blocks()) * config_.block_size;
+  if (static_cast<int64_t>(requests.size()) > config_.max_queued_requests) {
+    throw RequestError(400, strprintf("this request asks for %zu sequences but the server queues at most %d",
+                                      requests.size(), config_.max_queued_requests));
+  }
+  for (const auto& r : requests) {
+    if (r.prompt.empty()) throw RequestError(400, "the prompt is empty: it must have at least one token");
+    for (int32_t t : r.prompt) {
+      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("prompt token id %d is outside the vocabulary [0, %d)", t, vocab));
+    }
+    if (r.max_tokens < 1) throw RequestError(400, strprintf("max_tokens must be at least 1, got %d", r.max_tokens));
+    int64_t prompt = static_cast<int64_t>(r.prompt.size());
+    int64_t total = prompt + r.max_tokens;
+    if (total > max_model_len_) {
+      throw RequestError(400, strprintf("This model's maximum context length is %d tokens. However, you requested %lld "
+                                        "tokens (%lld in the prompt, %d for the completion). Please reduce the length "
+                                        "of the prompt or the completion.",
+                                        max_model_len_, static_cast<long long>(total), static_cast<long long>(prompt),
+                                        r.max_tokens));
+    }
+    if (total > cache_tokens) {
+      throw RequestError(400, strprintf("The KV cache holds %lld tokens (%d blocks of %d) but this request needs up to "
+                                        "%lld (%lld in the prompt, %d for the completion). Please reduce the length "
+                                        "of the prompt or the completion, or start the server with more "
+                                        "--kv-cache-memory.",
+                                        static_cast<long long>(cache_tokens), kv_.num_blocks(), config_.block_size,
+                                        static_cast<long long>(total), static_cast<long long>(prompt), r.max_tokens));
+    }
+    for (int32_t t : r.stop_token_ids) {
+      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("stop token id %d is outside the vocabulary [0, %d)", t, vocab));
+    }
+    for (const auto& s : r.stop) {
+      if (s.empty()) throw RequestError(400, "stop strings must not be empty");
+    }
+  }
+
+  const double now = now_seconds();
+  std::vector<std::unique_ptr<RequestState>> states;
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto st = std::make_unique<RequestState>();
+    st->seq.id = next_id_.fetch_add(1);
+    st->seq.num_prompt_tokens = static_cast<int>(requests[i].prompt.size());
+    st->seq.tokens = requests[i].prompt;
+    st->req = std::move(requests[i]);
+    st->req.sampling.seed = st->req.seed ? *st->req.seed : entropy_seed();
+    st->out = out;
+    st->index = static_cast<int>(i);
+    st->detok = std::make_unique<Detokenizer>(codec_.stream_decoder(), st->req.stop);
+    st->arrival = now;
+    ids.push_back(st->seq.id);
+    states.push_back(std::move(st));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!alive_) throw RequestError(503, "the engine is not running");
+    int64_t waiting = stats_.waiting + static_cast<int64_t>(incoming_.size());
+    if (waiting + static_cast<int64_t>(states.size()) > config_.max_queued_requests) {
+      metrics_.count_rejected();
+      throw RequestError(429, strprintf("The server is busy: %lld requests are waiting (limit %d). Retry later.",
+                                        static_cast<long long>(waiting), config_.max_queued_requests));
+    }
+    for (auto& st : states) incoming_.push_back(std::move(st));
+    stats_.requests += static_cast<int64_t>(ids.size());
+  }
+  wake_.notify_all();
+  return ids;
+}
+
+void Engine::abort(const std::vector<uint64_t>& ids) {
+  if (ids.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.insert(aborts_.end(), ids.begin(), ids.end());
+  }
+  wake_.notify_all();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+bool Engine::wait_idle(double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                        [&] { return stats_.requests == 0 || !alive_; });
+}
+
+void Engine::publish_stats() {
+  EngineStats s;
+  s.num_blocks = kv_.num_blocks();
+  s.free_blocks = kv_.num_free_blocks();
+  s.cached_blocks = kv_.num_cached_blocks();
+  s.active_blocks = kv_.num_active_blocks();
+  s.running = static_cast<int64_t>(scheduler_.num_running());
+  s.waiting = static_cast<int64_t>(scheduler_.num_waiting());
+  s.steps = steps_;
+  s.preemptions = scheduler_.num_preemptions();
+  s.max_batch_seqs = max_batch_;
+  const PrefixCacheStats& p = kv_.prefix_stats();
+  metrics_.set_step_state(s.running, s.waiting, kv_.usage(), s.preemptions, p.query_tokens, p.hit_tokens,
+                          p.query_requests, p.hit_requests);
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.requests = static_cast<int64_t>(requests_.size() + incoming_.size());
+    stats_ = s;
+    idle = s.requests == 0;
+  }
+  if (idle) idle_.notify_all();
+}
+
+void Engine::take_in() {
+  std::vector<std::unique_ptr<RequestState>> incoming;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming.swap(incoming_);
+    aborts.swap(aborts_);
+  }
+  for (auto& st : incoming) {
+    RequestState* raw = st.get();
+    requests_.emplace(raw->seq.id, std::move(st));
+    scheduler_.add(&raw->seq);
+  }
+  for (uint64_t id : aborts) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) finish(*it->second, FinishReason::kAbort);
+  }
+}
+
+void Engine::finish(RequestState& st, FinishReason reason, const std::string& error, OutputDelta* last) {
+  scheduler_.finish(&st.seq);  // frees the KV blocks
+  const double now = now_seconds();
+  OutputDelta d;
+  if (last) d = std::move(*last);  // the final token and the finish travel together
+  d.index = st.index;
+  d.finish = reason;
+  d.error = error;
+  d.prompt_tokens = st.seq.num_prompt_tokens;
+  d.completion_tokens = static_cast<int>(st.seq.num_generated());
+  d.cached_tokens = st.cached_tokens;
+  switch (reason) {
+    case FinishReason::kStop:
+    case FinishReason::kLength:
+      metrics_.observe_e2e(now - st.arrival);
+      metrics_.count_finished(reason == FinishReason::kStop ? ServeMetrics::Finish::kStop : ServeMetrics::Finish::kLength);
+      break;
+    case FinishReason::kAbort: metrics_.count_finished(ServeMetrics::Finish::kAborted); break;
+    case FinishReason::kError: metrics_.count_finished(ServeMetrics::Finish::kFailed); break;
+    case FinishReason::kNone: DL_ASSERT(false);
+  }
+  st.out->push(std::move(d));
+  requests_.erase(st.seq.id);  // destroys st
+}
+
+void Engine::process_sample(RequestState& st, const SampleResult& sample, double now) {
+  const int32_t token = sample.token;
+  const int64_t generated_before = st.seq.num_generated();
+  st.seq.tokens.push_back(token);
+  metrics_.add_generation_tokens(1);
+  if (generated_before == 0) {
+    metrics_.observe_ttft(now - st.arrival);
+    metrics_.add_prompt_tokens(st.seq.num_prompt_tokens);
+  } else {
+    metrics_.observe_itl(now - st.last_token);
+  }
+  st.last_token = now;
+
+  OutputDelta d;
+  d.index = st.index;
+  d.token_ids.push_back(token);
+  FinishReason reason = FinishReason::kNone;
+  const auto& stop_ids = st.req.stop_token_ids;
+  if ((!st.req.ignore_eos && token == codec_.eos_token_id()) ||
+      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+    reason = FinishReason::kStop;  // the stop token's text is not part of the output
+  } else {
+    Detokenizer::Output o = st.detok->push(token);
+    d.text = std::move(o.text);
+    if (sample.has_logprobs) d.logprobs.push_back(sample.logprobs);
+    if (o.stopped) reason = FinishReason::kStop;
+  }
+  if (reason == FinishReason::kNone &&
+      (st.seq.num_generated() >= st.req.max_tokens || static_cast<int64_t>(st.seq.tokens.size()) >= max_model_len_)) {
+    reason = FinishReason::kLength;
+  }
+  if (reason != FinishReason::kNone) {
+    Detokenizer::Output tail = st.detok->finish();  // text held back for a stop string that never came
+    d.text += tail.text;
+    if (tail.stopped) reason = FinishReason::kStop;
+  }
+  if (reason != FinishReason::kNone) {
+    finish(st, reason, "", &d);
+  } else {
+    st.out->push(std::move(d));
+  }
+}
+
+void Engine::step() {
+  SchedulerOutput out = scheduler_.schedule();
+  if (out.empty()) return;
+  const double scheduled_at = now_seconds();
+  for (Sequence* seq : out.admitted) {
+    RequestState& st = *requests_.at(seq->id);
+    if (!st.scheduled) {
+      st.scheduled = true;
+      metrics_.observe_queue_time(scheduled_at - st.arrival);
+    }
+  }
+  std::vector<SequenceChunk> batch;
+  batch.reserve(out.chunks.size());
+  for (const ScheduledChunk& c : out.chunks) {
+    SequenceChunk sc;
+    sc.request_id = c.seq->id;
+    sc.tokens.assign(c.seq->tokens.begin() + c.start, c.seq->tokens.begin() + c.start + c.num_tokens);
+    sc.start_pos = static_cast<int32_t>(c.start);
+    sc.block_table = kv_.block_table(c.seq->id);
+    sc.need_logits = c.need_logits;
+    if (c.cached_tokens > 0 && c.seq->num_preemptions == 0) requests_.at(c.seq->id)->cached_tokens = static_cast<int>(c.cached_tokens);
+    batch.push_back(std::move(sc));
+  }
+  std::vector<float> logits;
+  try {
+    runner_.execute(batch, logits);
+  } catch (const std::exception& e) {
+    LOG_ERROR("engine: model step failed (%zu sequences): %s", batch.size(), e.what());
+    for (const ScheduledChunk& c : out.chunks) {
+      auto it = requests_.find(c.seq->id);
+      if (it != requests_.end()) finish(*it->second, FinishReason::kError, std::string("model error: ") + e.what());
+    }
+    return;
+  }
+  ++steps_;
+  max_batch_ = std::max(max_batch_, static_cast<int>(batch.size()));
+  scheduler_.on_step_done(out);
+  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
+  size_t rows = 0;
+  for (const ScheduledChunk& c : out.chunks) rows += c.need_logits ? 1 : 0;
+  DL_CHECK(logits.size() == rows * vocab, "model runner returned %zu logits, expected %zu rows of %zu", logits.size(),
+           rows, vocab);
+  const double now = now_seconds();
+  size_t row = 0;
+  for (const ScheduledChunk& c : out.chunks) {
+    if (!c.need_logits) continue;
+    std::span<const float> row_logits(logits.data() + row++ * vocab, vocab);
+    RequestState& st = *requests_.at(c.seq->id);
+    SampleResult sample;
+    try {
+      sample = sample_token(row_logits, st.req.sampling, static_cast<uint64_t>(st.seq.num_generated()), scratch_);
+    } catch (const std::exception& e) {
+      finish(st, FinishReason::kError, std::string("sampling failed: ") + e.what());
+      continue;
+    }
+    process_sample(st, sample, now);
+  }
+  if (config_.check_invariants) kv_.check_invariants();
+}
+
+void Engine::loop() {
+  try {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!stop_ && incoming_.empty() && aborts_.empty() && !scheduler_.has_work()) {
+          wake_.wait_for(lock, std::chrono::milliseconds(100));
+        }
+        if (stop_) break;
+      }
+      take_in();
+      step();
+      publish_stats();
+    }
+  } catch (const std::exception& e) {
+    LOG_ERROR("engine: loop stopped by an internal error: %s", e.what());
+  }
+  // Whatever is left ends with an error so no handler waits forever.
+  alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& st : incoming_) requests_.emplace(st->seq.id, std::move(st));
+    incoming_.clear();
+  }
+  std::vector<uint64_t> ids;
+  for (auto& [id, st] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    RequestState& st = *requests_.at(id);
+    try {
+      scheduler_.finish(&st.seq);
+    } catch (const std::exception&) {
+      // The KV bookkeeping may be what failed; the handler must still hear back.
+    }
+    OutputDelta d;
+    d.index = st.index;
+    d.finish = FinishReason::kError;
+    d.error = "the engine stopped";
+    st.out->push(std::move(d));
+    requests_.erase(id);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.requests = 0;
+  }
+  idle_.notify_all();
+}
+
+}  // namespace distllm::serve

@@ -1,0 +1,183 @@
+// The serving engine: request lifecycle around one engine-loop thread.
+//
+// HTTP handlers submit requests (one per choice) and read their outputs from an
+// OutputQueue; the engine thread owns everything else. Each loop iteration (a
+// "step"): take in new requests and cancellations, let the scheduler pick the
+// batch, have the model runner execute it, sample, detokenize, check stop
+// conditions, push outputs, update metrics. Cancelled requests are removed (and
+// their KV blocks freed) at the start of the next step.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "distllm/base/error.h"
+#include "distllm/serve/detokenizer.h"
+#include "distllm/serve/kv_cache_manager.h"
+#include "distllm/serve/metrics.h"
+#include "distllm/serve/model_runner.h"
+#include "distllm/serve/sampler.h"
+#include "distllm/serve/scheduler.h"
+#include "distllm/serve/text_codec.h"
+
+namespace distllm::serve {
+
+// A request the engine refuses, with the HTTP status the API should answer.
+class RequestError : public Error {
+ public:
+  RequestError(int status, const std::string& message) : Error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+struct EngineConfig {
+  int block_size = 16;
+  double kv_cache_memory_gib = 1.0;  // K/V storage; the block count follows from it
+  int num_blocks = 0;                // > 0: use exactly this many blocks instead
+  int max_model_len = 0;             // 0: the runner's max_context
+  SchedulerConfig scheduler;
+  int max_queued_requests = 256;     // waiting requests beyond this get 429
+  bool enable_prefix_cache = true;
+  bool check_invariants = false;     // recount KV references every step (tests)
+};
+
+// One sequence to generate (one choice of an API request).
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;            // seed ignored: see `seed`
+  std::optional<uint64_t> seed;       // none: the engine draws one
+  int max_tokens = 16;
+  std::vector<std::string> stop;      // stop strings (matched on text)
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+// What one choice produced since its previous delta.
+struct OutputDelta {
+  int index = 0;  // choice index within the submission
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<TokenLogprob> logprobs;  // for tokens whose text is part of the output
+  FinishReason finish = FinishReason::kNone;
+  std::string error;  // with kError
+  // Filled on the final delta.
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+// Outputs of every choice of one submission, from the engine thread to a handler.
+class OutputQueue {
+ public:
+  void push(OutputDelta delta);
+  // Waits up to `timeout_seconds` for outputs and moves all pending ones into
+  // `out` (appending). Returns false if nothing arrived.
+  bool pop_all(std::vector<OutputDelta>& out, double timeout_seconds);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<OutputDelta> pending_;
+};
+
+struct EngineStats {
+  int num_blocks = 0;
+  int free_blocks = 0;
+  int cached_blocks = 0;
+  int active_blocks = 0;
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t requests = 0;  // in the engine (waiting, running, or not yet taken in)
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int max_batch_seqs = 0;
+};
+
+class Engine {
+ public:
+  Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  void stop();
+
+  // Validates and queues the requests atomically (all or none). Throws RequestError:
+  // 400 for a request that can never run (bad tokens, too long for the context or
+  // the whole KV cache), 429 when the waiting queue is full, 503 when the engine
+  // loop is not running. Returns the request ids, in order; outputs arrive in `out`
+  // with OutputDelta::index = position in `requests`.
+  std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out);
+  // Cancels requests (unknown or finished ids are ignored). Their blocks are freed
+  // at the start of the next engine step.
+  void abort(const std::vector<uint64_t>& ids);
+
+  // The loop thread is running and has not died.
+  bool alive() const { return alive_.load(); }
+  int max_model_len() const { return max_model_len_; }
+  int block_size() const { return config_.block_size; }
+  int num_blocks() const { return kv_.num_blocks(); }
+  // Longest completion a prompt of this length could ever get (context and cache).
+  int max_completion_tokens(int prompt_len) const;
+  const TextCodec& codec() const { return codec_; }
+  const EngineConfig& config() const { return config_; }
+  EngineStats stats() const;
+  // Blocks until no request is in the engine (or the timeout passes). For tests.
+  bool wait_idle(double timeout_seconds);
+
+ private:
+  struct RequestState;
+
+  void loop();
+  void step();
+  void take_in();
+  // Ends a request: frees its blocks, records metrics, pushes its final delta
+  // (`last`, when given, carries the final token's output too).
+  void finish(RequestState& st, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
+  void process_sample(RequestState& st, const SampleResult& sample, double now);
+  void publish_stats();
+
+  ModelRunner& runner_;
+  const TextCodec& codec_;
+  EngineConfig config_;
+  ServeMetrics& metrics_;
+  int max_model_len_ = 0;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  SamplerScratch scratch_;
+
+  // Engine-thread state.
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  int64_t steps_ = 0;
+  int max_batch_ = 0;
+
+  // Shared with submitters, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::vector<std::unique_ptr<RequestState>> incoming_;
+  std::vector<uint64_t> aborts_;
+  EngineStats stats_;
+  bool stop_ = false;
+
+  std::atomic<bool> alive_{false};
+  std::atomic<uint64_t> next_id_{1};
+  std::thread thread_;
+};
+
+}  // namespace distllm::serve
