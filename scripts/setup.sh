@@ -13,7 +13,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-jinja2
   fortunes
   nodejs npm curl ca-certificates
 )
