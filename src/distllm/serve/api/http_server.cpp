@@ -1,0 +1,421 @@
+#include "distllm/serve/api/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "distllm/base/log.h"
+#include "distllm/base/timer.h"
+#include "distllm/serve/api/openai_protocol.h"
+#include "distllm/serve/api/peer_socket.h"
+
+namespace distllm::serve::api {
+namespace {
+
+constexpr double kPollSeconds = 0.05;  // how often a waiting handler checks its client
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "",
+                const std::string& code = "") {
+  res.status = status;
+  res.set_content(dump(error_body(status, message, param, code)), "application/json");
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// One API request's generation: its engine requests (one per choice) and what
+// they have produced so far.
+struct Generation {
+  Engine* engine = nullptr;
+  std::shared_ptr<OutputQueue> queue = std::make_shared<OutputQueue>();
+  std::vector<uint64_t> ids;
+  bool chat = false;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;
+  bool want_logprobs = false;
+  std::vector<int64_t> prompt_lens;  // per prompt
+  int n = 1;                         // choices per prompt
+  std::function<std::string(int32_t)> token_bytes;
+  int socket_fd = -1;
+
+  // Per choice.
+  std::vector<ChoiceResult> choices;
+  std::vector<int64_t> completion_tokens, cached_tokens, text_bytes;
+  std::vector<std::string> errors;
+  size_t finished = 0;
+  bool done = false;  // everything sent (streaming) / collected
+
+  size_t num_choices() const { return choices.size(); }
+
+  void abort() {
+    if (!done) engine->abort(ids);
+  }
+
+  Usage usage() const {
+    Usage u;
+    for (int64_t p : prompt_lens) u.prompt_tokens += p;
+    for (size_t i = 0; i < num_choices(); ++i) {
+      u.completion_tokens += completion_tokens[i];
+      if (i % static_cast<size_t>(n) == 0) u.cached_tokens += cached_tokens[i];
+    }
+    return u;
+  }
+
+  // Records a delta's bookkeeping (not its text: callers decide where text goes).
+  void note(const OutputDelta& d) {
+    size_t i = static_cast<size_t>(d.index);
+    text_bytes[i] += static_cast<int64_t>(d.text.size());
+    if (d.finish != FinishReason::kNone) {
+      choices[i].finish = d.finish;
+      completion_tokens[i] = d.completion_tokens;
+      cached_tokens[i] = d.cached_tokens;
+      if (d.finish == FinishReason::kError || d.finish == FinishReason::kAbort) {
+        errors[i] = d.error.empty() ? "the request was cancelled" : d.error;
+      }
+      ++finished;
+    }
+  }
+
+  Json chunk_base() const {
+    return Json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+  }
+};
+
+const char* finish_json(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+
+class Server {
+ public:
+  Server(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+      : engine_(engine), chat_(chat), metrics_(metrics), config_(std::move(config)), started_(unix_time()) {
+    int threads = config_.http_threads > 0
+                      ? config_.http_threads
+                      : engine.config().scheduler.max_num_seqs + engine.config().max_queued_requests + 16;
+    svr_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    svr_.set_payload_max_length(config_.max_body_bytes);
+    svr_.set_keep_alive_max_count(100);
+    svr_.set_socket_options([this](socket_t fd) {
+      httplib::default_socket_options(fd);
+      listen_fd_ = fd;
+    });
+    svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (config_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (!constant_time_equal(req.get_header_value("Authorization"), "Bearer " + config_.api_key)) {
+        send_error(res, 401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.", "", "invalid_api_key");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    svr_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 413) {
+        send_error(res, 413, strprintf("The request body is larger than the limit of %zu bytes.", config_.max_body_bytes),
+                   "", "request_too_large");
+      } else if (res.status == 404) {
+        send_error(res, 404, "No route for " + req.method + " " + req.path, "", "not_found");
+      } else {
+        send_error(res, res.status, strprintf("HTTP error %d", res.status));
+      }
+    });
+    svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      LOG_ERROR("http: unhandled exception: %s", what.c_str());
+      send_error(res, 500, "internal error: " + what);
+    });
+
+    svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (engine_.alive()) {
+        res.status = 200;
+        res.set_content("", "text/plain");
+      } else {
+        send_error(res, 503, "the engine loop is not running");
+      }
+    });
+    svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      Json model = {{"id", config_.model_name},
+                    {"object", "model"},
+                    {"created", started_},
+                    {"owned_by", "distllm"},
+                    {"max_model_len", engine_.max_model_len()}};
+      res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
+    });
+    svr_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+    svr_.Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+  }
+
+  int bind() {
+    int port = config_.port == 0 ? svr_.bind_to_any_port(config_.host)
+                                 : (svr_.bind_to_port(config_.host, config_.port) ? config_.port : -1);
+    DL_CHECK(port > 0, "cannot listen on %s:%d (address in use, or not an address of this machine?)",
+             config_.host.c_str(), config_.port);
+    // cpp-httplib listens with a backlog of 5; bursts of clients need more.
+    if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
+    port_ = port;
+    return port;
+  }
+  void serve() { svr_.listen_after_bind(); }
+  void stop() { svr_.stop(); }
+  int port() const { return port_; }
+
+ private:
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto gen = std::make_shared<Generation>();
+    try {
+      prepare(req, *gen, chat);
+    } catch (const ApiError& e) {
+      send_error(res, e.status(), e.what(), e.param(), e.code());
+      if (e.status() == 429) res.set_header("Retry-After", "1");
+      return;
+    }
+    if (gen->stream) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [gen, first = true](size_t, httplib::DataSink& sink) mutable {
+            bool ok = stream_step(*gen, sink, first);
+            first = false;
+            return ok;
+          },
+          [gen](bool) { gen->abort(); });  // no-op once everything was sent
+      return;
+    }
+    wait_and_respond(*gen, res);
+  }
+
+  void check_model(const std::string& model) const {
+    if (model != config_.model_name) {
+      throw ApiError(404, "The model `" + model + "` does not exist. This server serves `" + config_.model_name + "`.",
+                     "model", "model_not_found");
+    }
+  }
+
+  void prepare(const httplib::Request& req, Generation& gen, bool chat) {
+    Json body = parse_body(req.body);
+    const TextCodec& codec = engine_.codec();
+    gen.engine = &engine_;
+    gen.chat = chat;
+    gen.created = unix_time();
+    gen.model = config_.model_name;
+    gen.id = new_request_id(chat ? "chatcmpl-" : "cmpl-");
+    gen.token_bytes = [&codec](int32_t id) { return codec.token_bytes(id); };
+    std::vector<GenerationRequest> reqs;
+    if (chat) {
+      ChatRequest r = parse_chat_request(body);
+      check_model(r.model);
+      std::string prompt;
+      try {
+        prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
+      } catch (const TemplateError& e) {
+        throw ApiError(400, std::string("the chat template rejected these messages: ") + e.what(), "messages");
+      }
+      std::vector<int32_t> tokens = codec.encode(prompt);
+      int len = static_cast<int>(tokens.size());
+      int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens)
+                                             : std::max(1, engine_.max_completion_tokens(len));
+      for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
+      reqs = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs ? r.top_logprobs : -1);
+      gen.prompt_lens.push_back(len);
+      gen.n = r.sampling.n;
+      gen.stream = r.stream;
+      gen.include_usage = r.include_usage;
+      gen.want_logprobs = r.logprobs;
+    } else {
+      CompletionRequest r = parse_completion_request(body);
+      check_model(r.model);
+      for (const PromptInput& p : r.prompts) {
+        std::vector<int32_t> tokens = p.is_text ? codec.encode(p.text) : p.tokens;
+        int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens) : 16;  // OpenAI's default
+        auto more = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs);
+        for (auto& g : more) reqs.push_back(std::move(g));
+        gen.prompt_lens.push_back(static_cast<int64_t>(tokens.size()));
+      }
+      gen.n = r.sampling.n;
+      gen.stream = r.stream;
+      gen.include_usage = r.include_usage;
+      gen.want_logprobs = r.logprobs >= 0;
+    }
+    for (auto& g : reqs)
+      g.stop_token_ids.insert(g.stop_token_ids.end(), config_.default_stop_token_ids.begin(),
+                              config_.default_stop_token_ids.end());
+    size_t n = reqs.size();
+    gen.choices.resize(n);
+    gen.completion_tokens.assign(n, 0);
+    gen.cached_tokens.assign(n, 0);
+    gen.text_bytes.assign(n, 0);
+    gen.errors.assign(n, "");
+    gen.socket_fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    try {
+      gen.ids = engine_.submit(std::move(reqs), gen.queue);
+    } catch (const RequestError& e) {
+      const char* code = e.status() == 429 ? "rate_limit_exceeded" : e.status() == 503 ? "engine_unavailable" : "invalid_request_error";
+      throw ApiError(e.status(), e.what(), "", code);
+    }
+  }
+
+  void wait_and_respond(Generation& gen, httplib::Response& res) {
+    std::vector<OutputDelta> deltas;
+    Timer since_check;
+    while (gen.finished < gen.num_choices()) {
+      deltas.clear();
+      bool got = gen.queue->pop_all(deltas, kPollSeconds);
+      for (OutputDelta& d : deltas) {
+        ChoiceResult& c = gen.choices[static_cast<size_t>(d.index)];
+        c.text += d.text;
+        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        gen.note(d);
+      }
+      if (gen.finished < gen.num_choices() && (!got || since_check.seconds() > kPollSeconds)) {
+        since_check.reset();
+        if (peer_closed(gen.socket_fd)) {
+          gen.abort();  // nobody to answer; the engine frees the blocks next step
+          gen.done = true;
+          res.status = 499;
+          return;
+        }
+      }
+    }
+    gen.done = true;
+    for (const std::string& err : gen.errors) {
+      if (!err.empty()) {
+        send_error(res, 500, err, "", "generation_failed");
+        return;
+      }
+    }
+    Json choices = Json::array();
+    for (size_t i = 0; i < gen.num_choices(); ++i) {
+      const ChoiceResult& c = gen.choices[i];
+      Json choice = {{"index", i}};
+      if (gen.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["logprobs"] = gen.want_logprobs ? chat_logprobs(c.logprobs, gen.token_bytes) : Json();
+      } else {
+        choice["text"] = c.text;
+        choice["logprobs"] = gen.want_logprobs ? completion_logprobs(c.logprobs, gen.token_bytes, 0) : Json();
+      }
+      choice["finish_reason"] = finish_json(c.finish);
+      choices.push_back(std::move(choice));
+    }
+    Json out = {{"id", gen.id},
+                {"object", gen.chat ? "chat.completion" : "text_completion"},
+                {"created", gen.created},
+                {"model", gen.model},
+                {"choices", choices},
+                {"usage", usage_json(gen.usage())}};
+    res.set_content(dump(out), "application/json");
+  }
+
+  // One call of the SSE content provider: waits briefly for output and sends it.
+  // Returns false to drop the connection (the releaser then aborts the requests).
+  static bool stream_step(Generation& gen, httplib::DataSink& sink, bool first) {
+    auto send = [&](const Json& j) {
+      std::string s = "data: " + dump(j) + "\n\n";
+      return sink.write(s.data(), s.size());
+    };
+    auto with_usage_null = [&](Json chunk) {
+      if (gen.include_usage) chunk["usage"] = nullptr;
+      return chunk;
+    };
+    if (first && gen.chat) {
+      for (size_t i = 0; i < gen.num_choices(); ++i) {
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array({{{"index", i},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}}});
+        if (!send(with_usage_null(chunk))) return false;
+      }
+    }
+    std::vector<OutputDelta> deltas;
+    if (!gen.queue->pop_all(deltas, kPollSeconds)) return !peer_closed(gen.socket_fd);
+    for (OutputDelta& d : deltas) {
+      size_t i = static_cast<size_t>(d.index);
+      int64_t offset = gen.text_bytes[i];
+      gen.note(d);
+      if (!d.text.empty() || !d.logprobs.empty()) {
+        Json choice = {{"index", i}};
+        if (gen.chat) {
+          choice["delta"] = {{"content", d.text}};
+          choice["logprobs"] = gen.want_logprobs ? chat_logprobs(d.logprobs, gen.token_bytes) : Json();
+        } else {
+          choice["text"] = d.text;
+          choice["logprobs"] = gen.want_logprobs ? completion_logprobs(d.logprobs, gen.token_bytes, offset) : Json();
+        }
+        choice["finish_reason"] = nullptr;
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array({choice});
+        if (!send(with_usage_null(chunk))) return false;
+      }
+      if (d.finish == FinishReason::kStop || d.finish == FinishReason::kLength) {
+        Json choice = {{"index", i}};
+        if (gen.chat) choice["delta"] = Json::object();
+        else choice["text"] = "";
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = finish_json(d.finish);
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array({choice});
+        if (!send(with_usage_null(chunk))) return false;
+      } else if (d.finish != FinishReason::kNone) {
+        if (!send(error_body(500, gen.errors[i], "", "generation_failed"))) return false;
+      }
+    }
+    if (gen.finished == gen.num_choices()) {
+      if (gen.include_usage) {
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array();
+        chunk["usage"] = usage_json(gen.usage());
+        if (!send(chunk)) return false;
+      }
+      static const char kDone[] = "data: [DONE]\n\n";
+      if (!sink.write(kDone, sizeof kDone - 1)) return false;
+      gen.done = true;
+      sink.done();
+    }
+    return true;
+  }
+
+  Engine& engine_;
+  const ChatFormatter& chat_;
+  ServeMetrics& metrics_;
+  ApiServerConfig config_;
+  int64_t started_;
+  httplib::Server svr_;
+  std::atomic<int> listen_fd_{-1};
+  int port_ = 0;
+};
+
+}  // namespace
+
+struct ApiServer::Impl {
+  Server server;
+  Impl(Engine& e, const ChatFormatter& c, ServeMetrics& m, ApiServerConfig cfg) : server(e, c, m, std::move(cfg)) {}
+};
+
+ApiServer::ApiServer(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+    : impl_(std::make_unique<Impl>(engine, chat, metrics, std::move(config))) {}
+ApiServer::~ApiServer() { stop(); }
+int ApiServer::bind() { return impl_->server.bind(); }
+void ApiServer::serve() { impl_->server.serve(); }
+void ApiServer::stop() { impl_->server.stop(); }
+int ApiServer::port() const { return impl_->server.port(); }
+
+}  // namespace distllm::serve::api

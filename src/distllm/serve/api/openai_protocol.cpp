@@ -1,0 +1,407 @@
+#include "distllm/serve/api/openai_protocol.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "distllm/base/strings.h"
+
+namespace distllm::serve::api {
+namespace {
+
+const char* json_type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return "an integer";
+    case Json::value_t::number_float: return "a number";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    default: return "an unknown type";
+  }
+}
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, param, "invalid_request_error");
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const char* expected, const Json& got) {
+  bad(param, strprintf("'%s' must be %s, got %s", param.c_str(), expected, json_type_name(got)));
+}
+
+const Json* field(const Json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int64_t> get_int(const Json& body, const char* key, int64_t lo, int64_t hi) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  int64_t x;
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) bad(key, strprintf("'%s' must be between %lld and %lld, got %llu", key, (long long)lo, (long long)hi, (unsigned long long)u));
+    x = static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else {
+    wrong_type(key, "an integer", *v);
+  }
+  if (x < lo || x > hi) bad(key, strprintf("'%s' must be between %lld and %lld, got %lld", key, (long long)lo, (long long)hi, (long long)x));
+  return x;
+}
+
+std::optional<double> get_number(const Json& body, const char* key, double lo, double hi, bool lo_open = false) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  double x = v->get<double>();
+  if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
+    bad(key, strprintf("'%s' must be %s %g and <= %g, got %g", key, lo_open ? ">" : ">=", lo, hi, x));
+  }
+  return x;
+}
+
+std::optional<bool> get_bool(const Json& body, const char* key) {
+  const Json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) wrong_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::string get_model(const Json& body) {
+  const Json* v = field(body, "model");
+  if (!v) bad("model", "'model' is required");
+  if (!v->is_string()) wrong_type("model", "a string", *v);
+  return v->get<std::string>();
+}
+
+std::vector<int32_t> token_array(const Json& arr, const char* param) {
+  std::vector<int32_t> out;
+  for (const auto& t : arr) {
+    if (!t.is_number_integer()) bad(param, strprintf("'%s' token ids must be integers, got %s", param, json_type_name(t)));
+    int64_t x = t.get<int64_t>();
+    if (x < 0 || x > INT32_MAX) bad(param, strprintf("'%s' token id %lld is out of range", param, (long long)x));
+    out.push_back(static_cast<int32_t>(x));
+  }
+  return out;
+}
+
+void reject_unsupported(const Json& body) {
+  for (const char* key : {"presence_penalty", "frequency_penalty", "repetition_penalty"}) {
+    const Json* v = field(body, key);
+    if (v && !(v->is_number() && v->get<double>() == (std::string(key) == "repetition_penalty" ? 1.0 : 0.0))) {
+      bad(key, strprintf("'%s' is not supported by this server", key));
+    }
+  }
+  if (const Json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
+    bad("logit_bias", "'logit_bias' is not supported by this server");
+  }
+  if (const Json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>())) {
+    bad("echo", "'echo' is not supported by this server");
+  }
+  if (const Json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
+    bad("suffix", "'suffix' is not supported by this server");
+  }
+}
+
+SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
+  SamplingFields s;
+  s.max_tokens = get_int(body, max_tokens_key, 1, INT32_MAX);
+  if (s.max_tokens == std::nullopt && std::string(max_tokens_key) != "max_tokens") {
+    s.max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
+  }
+  if (auto t = get_number(body, "temperature", 0.0, 2.0)) s.temperature = *t;
+  if (auto p = get_number(body, "top_p", 0.0, 1.0, true)) s.top_p = *p;
+  if (auto k = get_int(body, "top_k", -1, INT32_MAX)) s.top_k = static_cast<int>(*k);
+  if (auto n = get_int(body, "n", 1, 128)) s.n = static_cast<int>(*n);
+  if (auto b = get_int(body, "best_of", 1, 128); b && *b != s.n) bad("best_of", "'best_of' other than n is not supported");
+  if (const Json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      s.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > 16) bad("stop", "'stop' may hold at most 16 strings");
+      for (const auto& x : *stop) {
+        if (!x.is_string()) bad("stop", strprintf("'stop' entries must be strings, got %s", json_type_name(x)));
+        s.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *stop);
+    }
+    for (const auto& x : s.stop)
+      if (x.empty()) bad("stop", "'stop' strings must not be empty");
+  }
+  if (const Json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array()) wrong_type("stop_token_ids", "an array of integers", *ids);
+    s.stop_token_ids = token_array(*ids, "stop_token_ids");
+  }
+  if (const Json* seed = field(body, "seed")) {
+    if (seed->is_number_unsigned()) s.seed = seed->get<uint64_t>();
+    else if (seed->is_number_integer()) s.seed = static_cast<uint64_t>(seed->get<int64_t>());
+    else wrong_type("seed", "an integer", *seed);
+  }
+  if (auto b = get_bool(body, "ignore_eos")) s.ignore_eos = *b;
+  return s;
+}
+
+void parse_stream(const Json& body, bool& stream, bool& include_usage) {
+  if (auto b = get_bool(body, "stream")) stream = *b;
+  if (const Json* opts = field(body, "stream_options")) {
+    if (!opts->is_object()) wrong_type("stream_options", "an object", *opts);
+    if (!stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    if (auto b = get_bool(*opts, "include_usage")) include_usage = *b;
+  }
+}
+
+void require_object(const Json& body) {
+  if (!body.is_object()) throw ApiError(400, strprintf("the request body must be a JSON object, got %s", json_type_name(body)), "", "invalid_request_error");
+}
+
+// Appends UTF-8 of a code point.
+void put_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+}  // namespace
+
+Json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
+  const char* type = status == 401   ? "authentication_error"
+                     : status == 404 ? "not_found_error"
+                     : status == 429 ? "rate_limit_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  Json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) err["param"] = param;
+  if (!code.empty()) err["code"] = code;
+  return Json{{"error", err}};
+}
+
+Json parse_body(const std::string& body) {
+  try {
+    return Json::parse(body);
+  } catch (const Json::parse_error& e) {
+    // nlohmann's messages look like "[json.exception.parse_error.101] parse error at line 1, ...".
+    std::string what = e.what();
+    size_t p = what.find("] ");
+    throw ApiError(400, "invalid JSON in the request body: " + (p == std::string::npos ? what : what.substr(p + 2)), "",
+                   "invalid_json");
+  }
+}
+
+CompletionRequest parse_completion_request(const Json& body) {
+  require_object(body);
+  CompletionRequest r;
+  r.model = get_model(body);
+  const Json* prompt = field(body, "prompt");
+  if (!prompt) bad("prompt", "'prompt' is required");
+  if (prompt->is_string()) {
+    r.prompts.push_back({true, prompt->get<std::string>(), {}});
+  } else if (prompt->is_array()) {
+    if (prompt->empty()) bad("prompt", "'prompt' must not be an empty array");
+    if ((*prompt)[0].is_number_integer()) {
+      r.prompts.push_back({false, "", token_array(*prompt, "prompt")});
+    } else if ((*prompt)[0].is_string()) {
+      for (const auto& p : *prompt) {
+        if (!p.is_string()) bad("prompt", "'prompt' arrays must hold only strings, only token ids, or only token-id arrays");
+        r.prompts.push_back({true, p.get<std::string>(), {}});
+      }
+    } else if ((*prompt)[0].is_array()) {
+      for (const auto& p : *prompt) {
+        if (!p.is_array()) bad("prompt", "'prompt' arrays must hold only strings, only token ids, or only token-id arrays");
+        r.prompts.push_back({false, "", token_array(p, "prompt")});
+      }
+    } else {
+      bad("prompt", strprintf("'prompt' array entries must be strings, token ids or token-id arrays, got %s", json_type_name((*prompt)[0])));
+    }
+    if (r.prompts.size() > 128) bad("prompt", "'prompt' may hold at most 128 prompts");
+  } else {
+    wrong_type("prompt", "a string, an array of strings, or an array of token ids", *prompt);
+  }
+  reject_unsupported(body);
+  r.sampling = parse_sampling(body, "max_tokens");
+  parse_stream(body, r.stream, r.include_usage);
+  if (auto lp = get_int(body, "logprobs", 0, 20)) r.logprobs = static_cast<int>(*lp);
+  return r;
+}
+
+ChatRequest parse_chat_request(const Json& body) {
+  require_object(body);
+  ChatRequest r;
+  r.model = get_model(body);
+  const Json* messages = field(body, "messages");
+  if (!messages) bad("messages", "'messages' is required");
+  if (!messages->is_array()) wrong_type("messages", "an array", *messages);
+  if (messages->empty()) bad("messages", "'messages' must not be empty");
+  r.messages = Json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    std::string where = strprintf("messages[%zu]", i);
+    if (!m.is_object()) wrong_type(where, "an object", m);
+    const Json* role = field(m, "role");
+    if (!role) bad(where + ".role", "'" + where + ".role' is required");
+    if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
+    static const std::vector<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
+    std::string role_s = role->get<std::string>();
+    if (std::find(kRoles.begin(), kRoles.end(), role_s) == kRoles.end()) {
+      bad(where + ".role", "'" + where + ".role' must be one of system, developer, user, assistant, tool, function; got '" + role_s + "'");
+    }
+    Json out = m;  // keep other fields (name, tool_calls, ...) for the template
+    const Json* content = field(m, "content");
+    std::string text;
+    if (!content) {
+      if (role_s != "assistant") bad(where + ".content", "'" + where + ".content' is required");
+    } else if (content->is_string()) {
+      text = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (size_t k = 0; k < content->size(); ++k) {
+        const Json& part = (*content)[k];
+        std::string pw = strprintf("%s.content[%zu]", where.c_str(), k);
+        if (!part.is_object()) wrong_type(pw, "an object", part);
+        const Json* type = field(part, "type");
+        if (!type || !type->is_string() || type->get<std::string>() != "text") {
+          bad(pw + ".type", "only content parts of type 'text' are supported");
+        }
+        const Json* t = field(part, "text");
+        if (!t || !t->is_string()) bad(pw + ".text", "'" + pw + ".text' must be a string");
+        text += t->get<std::string>();
+      }
+    } else {
+      wrong_type(where + ".content", "a string or an array of content parts", *content);
+    }
+    out["content"] = text;
+    r.messages.push_back(std::move(out));
+  }
+  if (const Json* tools = field(body, "tools")) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    r.tools = *tools;
+  }
+  reject_unsupported(body);
+  r.sampling = parse_sampling(body, "max_completion_tokens");
+  parse_stream(body, r.stream, r.include_usage);
+  if (auto b = get_bool(body, "logprobs")) r.logprobs = *b;
+  if (auto k = get_int(body, "top_logprobs", 0, 20)) {
+    if (!r.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    r.top_logprobs = static_cast<int>(*k);
+  }
+  if (auto b = get_bool(body, "add_generation_prompt")) r.add_generation_prompt = *b;
+  return r;
+}
+
+std::vector<GenerationRequest> make_generation_requests(const SamplingFields& s, const std::vector<int32_t>& prompt,
+                                                        int max_tokens, int logprobs) {
+  std::vector<GenerationRequest> out;
+  for (int i = 0; i < s.n; ++i) {
+    GenerationRequest g;
+    g.prompt = prompt;
+    g.sampling.temperature = static_cast<float>(s.temperature);
+    g.sampling.top_p = static_cast<float>(s.top_p);
+    g.sampling.top_k = s.top_k;
+    g.sampling.logprobs = logprobs;
+    g.sampling.seed_stream = static_cast<uint64_t>(i);  // n choices of one seed differ
+    g.seed = s.seed;
+    g.max_tokens = max_tokens;
+    g.stop = s.stop;
+    g.stop_token_ids = s.stop_token_ids;
+    g.ignore_eos = s.ignore_eos;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Json usage_json(const Usage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+std::string token_display(const std::string& bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    unsigned char c = static_cast<unsigned char>(bytes[i]);
+    size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    bool ok = len > 0 && i + len <= bytes.size();
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; ok && k < len; ++k) {
+      unsigned char d = static_cast<unsigned char>(bytes[i + k]);
+      ok = (d & 0xC0) == 0x80;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))) ok = false;
+    if (ok) {
+      out.append(bytes, i, len);
+      i += len;
+    } else {
+      put_utf8(out, 0xFFFD);
+      i += 1;
+    }
+  }
+  return out;
+}
+
+Json completion_logprobs(const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& token_bytes,
+                         int64_t offset) {
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  for (const auto& lp : lps) {
+    std::string text = token_display(token_bytes(lp.token));
+    tokens.push_back(text);
+    token_logprobs.push_back(lp.logprob);
+    Json alts = Json::object();
+    for (const auto& [id, v] : lp.top) {
+      std::string key = token_display(token_bytes(id));
+      if (!alts.contains(key)) alts[key] = v;
+    }
+    top.push_back(std::move(alts));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(token_bytes(lp.token).size());
+  }
+  return Json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+Json chat_logprobs(const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& token_bytes) {
+  auto entry = [&](int32_t id, float logprob) {
+    std::string raw = token_bytes(id);
+    Json bytes = Json::array();
+    for (unsigned char c : raw) bytes.push_back(static_cast<int>(c));
+    return Json{{"token", token_display(raw)}, {"logprob", logprob}, {"bytes", bytes}};
+  };
+  Json content = Json::array();
+  for (const auto& lp : lps) {
+    Json e = entry(lp.token, lp.logprob);
+    Json top = Json::array();
+    for (const auto& [id, v] : lp.top) top.push_back(entry(id, v));
+    e["top_logprobs"] = top;
+    content.push_back(std::move(e));
+  }
+  return Json{{"content", content}};
+}
+
+std::string new_request_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return strprintf("%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
+                   static_cast<unsigned long long>(rng() & 0xffffffffull));
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace distllm::serve::api

@@ -1,0 +1,132 @@
+#include "distllm/serve/chat_formatter.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "distllm/base/error.h"
+#include "distllm/serve/template_json.h"
+
+namespace distllm::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  DL_CHECK(in.good(), "cannot read %s", p.c_str());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Json read_json(const std::filesystem::path& p) {
+  try {
+    return Json::parse(read_text(p));
+  } catch (const Json::exception& e) {
+    throw_error(strprintf("%s: invalid JSON: %s", p.c_str(), e.what()));
+  }
+}
+
+// "bos_token" is a string, or an AddedToken object {"content": ...}.
+std::string special_token(const Json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+const char* const ChatFormatter::kDefaultTemplate =
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+ChatFormatter ChatFormatter::default_format() {
+  ChatFormatter f(ChatTemplate::parse(kDefaultTemplate, "default chat template"), "default chat template");
+  f.is_default_ = true;
+  f.default_stop_ = {"<|im_end|>"};
+  return f;
+}
+
+ChatFormatter ChatFormatter::from_template(const std::string& source, const std::string& origin, std::string bos_token,
+                                           std::string eos_token) {
+  ChatFormatter f(ChatTemplate::parse(source, origin), origin);
+  f.bos_token_ = std::move(bos_token);
+  f.eos_token_ = std::move(eos_token);
+  f.check_renders();
+  return f;
+}
+
+ChatFormatter ChatFormatter::for_model_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::path root(dir);
+  Json config = Json::object();
+  fs::path config_path = root / "tokenizer_config.json";
+  if (fs::exists(config_path)) config = read_json(config_path);
+  std::string bos = special_token(config, "bos_token"), eos = special_token(config, "eos_token");
+
+  if (fs::exists(root / "chat_template.jinja")) {
+    return from_template(read_text(root / "chat_template.jinja"), (root / "chat_template.jinja").string(), bos, eos);
+  }
+  auto it = config.find("chat_template");
+  if (it != config.end() && !it->is_null()) {
+    std::string origin = config_path.string() + " chat_template";
+    if (it->is_string()) return from_template(it->get<std::string>(), origin, bos, eos);
+    DL_CHECK(it->is_array(), "%s must be a string or a list of {name, template}", origin.c_str());
+    const Json* chosen = nullptr;
+    for (const auto& entry : *it) {
+      DL_CHECK(entry.is_object() && entry.contains("template") && entry["template"].is_string(),
+               "%s: every entry needs a string \"template\"", origin.c_str());
+      if (entry.value("name", "") == "default") chosen = &entry;
+    }
+    DL_CHECK(chosen != nullptr, "%s lists templates but none named \"default\"", origin.c_str());
+    return from_template((*chosen)["template"].get<std::string>(), origin + " (default)", bos, eos);
+  }
+  if (fs::exists(root / "chat_template.json")) {
+    Json j = read_json(root / "chat_template.json");
+    DL_CHECK(j.contains("chat_template") && j["chat_template"].is_string(), "%s: needs a string \"chat_template\"",
+             (root / "chat_template.json").c_str());
+    return from_template(j["chat_template"].get<std::string>(), (root / "chat_template.json").string(), bos, eos);
+  }
+  return default_format();
+}
+
+std::string ChatFormatter::apply(const Json& messages, const Json& tools, bool add_generation_prompt) const {
+  Json vars = {{"messages", messages},
+               {"tools", tools},
+               {"add_generation_prompt", add_generation_prompt},
+               {"bos_token", bos_token_},
+               {"eos_token", eos_token_}};
+  return template_.render(template_value_from_json(vars));
+}
+
+void ChatFormatter::check_renders() const {
+  // Templates may legitimately refuse some shapes (no system role, strict
+  // alternation); one plain conversation must work.
+  const Json conversations[] = {
+      Json::array({{{"role", "system"}, {"content", "You are helpful."}},
+                   {{"role", "user"}, {"content", "Hi"}},
+                   {{"role", "assistant"}, {"content", "Hello"}},
+                   {{"role", "user"}, {"content", "Bye"}}}),
+      Json::array({{{"role", "user"}, {"content", "Hi"}},
+                   {{"role", "assistant"}, {"content", "Hello"}},
+                   {{"role", "user"}, {"content", "Bye"}}}),
+      Json::array({{{"role", "user"}, {"content", "Hi"}}}),
+  };
+  std::string last_error;
+  for (const auto& conv : conversations) {
+    try {
+      apply(conv, Json(), true);
+      return;
+    } catch (const TemplateError& e) {
+      last_error = e.what();
+    }
+  }
+  throw_error(strprintf("%s cannot render even a one-message conversation: %s", origin_.c_str(), last_error.c_str()));
+}
+
+}  // namespace distllm::serve

@@ -1,0 +1,107 @@
+// `serve_test_server`: the real HTTP server and engine around the deterministic test
+// runner and byte codec (tests/serve), for tests with real clients (curl, the
+// openai npm package, the soak driver) before and besides real models.
+//
+//   serve_test_server [--port 0] [--num-blocks 256] [--block-size 4]
+//                     [--max-num-seqs 8] [--max-num-batched-tokens 64]
+//                     [--max-queued-requests 16] [--step-delay-ms 0]
+//                     [--eos-permille 0] [--api-key K] [--max-body-bytes N]
+//                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
+//
+// Prints "listening on <port>" once ready; exits on SIGTERM/SIGINT or when stdin
+// closes (so a test harness that dies takes the server with it).
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "distllm/serve/api/http_server.h"
+#include "serve/test_codec.h"
+#include "serve/test_runner.h"
+
+using namespace distllm::serve;
+
+namespace {
+
+api::ApiServer* g_server = nullptr;
+
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.num_blocks = 256;
+  cfg.scheduler.max_num_seqs = 8;
+  cfg.scheduler.max_num_batched_tokens = 64;
+  cfg.max_queued_requests = 16;
+  cfg.check_invariants = true;
+  testing::TestRunnerOptions ropt;
+  api::ApiServerConfig scfg;
+  scfg.port = 0;
+  scfg.model_name = "test-model";
+  std::string model_dir;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value for %s\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--port") scfg.port = std::atoi(next().c_str());
+    else if (a == "--num-blocks") cfg.num_blocks = std::atoi(next().c_str());
+    else if (a == "--block-size") cfg.block_size = std::atoi(next().c_str());
+    else if (a == "--max-num-seqs") cfg.scheduler.max_num_seqs = std::atoi(next().c_str());
+    else if (a == "--max-num-batched-tokens") cfg.scheduler.max_num_batched_tokens = std::atoi(next().c_str());
+    else if (a == "--max-queued-requests") cfg.max_queued_requests = std::atoi(next().c_str());
+    else if (a == "--step-delay-ms") ropt.step_delay_ms = std::atoi(next().c_str());
+    else if (a == "--eos-permille") ropt.eos_permille = std::atoi(next().c_str());
+    else if (a == "--max-context") ropt.max_context = std::atoi(next().c_str());
+    else if (a == "--api-key") scfg.api_key = next();
+    else if (a == "--max-body-bytes") scfg.max_body_bytes = static_cast<size_t>(std::atoll(next().c_str()));
+    else if (a == "--no-prefix-cache") cfg.enable_prefix_cache = false;
+    else if (a == "--model-dir") model_dir = next();
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    testing::ByteCodec codec;
+    testing::TestRunner runner(ropt);
+    ServeMetrics metrics(scfg.model_name);
+    Engine engine(runner, codec, cfg, metrics);
+    ChatFormatter chat = model_dir.empty() ? ChatFormatter::default_format() : ChatFormatter::for_model_dir(model_dir);
+    api::ApiServer server(engine, chat, metrics, scfg);
+    int port = server.bind();
+    engine.start();
+    g_server = &server;
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);
+    std::thread watch_stdin([&] {
+      char buf[256];
+      while (read(0, buf, sizeof buf) > 0) {
+      }
+      server.stop();
+    });
+    watch_stdin.detach();
+    std::printf("listening on %d\n", port);
+    std::fflush(stdout);
+    server.serve();
+    g_server = nullptr;
+    engine.stop();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
