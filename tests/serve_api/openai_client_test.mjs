@@ -1,0 +1,62 @@
+// The official `openai` npm client against our server (SERVE_URL, key test-key):
+// completions and chat, streaming and not, errors as the client's typed errors.
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const client = new OpenAI({ baseURL: `${process.env.SERVE_URL}/v1`, apiKey: 'test-key', maxRetries: 0 });
+const model = 'test-model';
+
+const models = await client.models.list();
+assert.equal(models.data[0].id, model);
+
+const c = await client.completions.create({ model, prompt: 'Hello node', max_tokens: 9, temperature: 0 });
+assert.equal(c.object, 'text_completion');
+assert.equal(c.choices[0].finish_reason, 'length');
+assert.equal(c.usage.completion_tokens, 9);
+
+let streamed = '';
+let usage = null;
+const stream = await client.completions.create({
+  model, prompt: 'Hello node', max_tokens: 9, temperature: 0, stream: true, stream_options: { include_usage: true },
+});
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  for (const choice of chunk.choices) streamed += choice.text;
+}
+assert.equal(streamed, c.choices[0].text);
+assert.equal(usage.completion_tokens, 9);
+
+const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi from node' }];
+const chat = await client.chat.completions.create({ model, messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2 });
+assert.equal(chat.choices[0].message.role, 'assistant');
+assert.equal(chat.choices[0].logprobs.content.length, 6);
+let chatStreamed = '';
+let finish = null;
+const chatStream = await client.chat.completions.create({ model, messages, max_tokens: 6, temperature: 0, stream: true });
+for await (const chunk of chatStream) {
+  for (const choice of chunk.choices) {
+    chatStreamed += choice.delta.content ?? '';
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+}
+assert.equal(chatStreamed, chat.choices[0].message.content);
+assert.equal(finish, 'length');
+
+const seeded = await client.completions.create({ model, prompt: 'dice', max_tokens: 8, n: 2, seed: 5, temperature: 1 });
+const again = await client.completions.create({ model, prompt: 'dice', max_tokens: 8, n: 2, seed: 5, temperature: 1 });
+assert.equal(seeded.choices.length, 2);
+assert.deepEqual(seeded.choices.map((x) => x.text), again.choices.map((x) => x.text));
+
+await assert.rejects(client.completions.create({ model: 'nope', prompt: 'x' }), (e) => {
+  assert.ok(e instanceof OpenAI.NotFoundError);
+  assert.equal(e.status, 404);
+  return true;
+});
+await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: -1 }), (e) => {
+  assert.ok(e instanceof OpenAI.BadRequestError);
+  assert.match(e.message, /max_tokens/);
+  return true;
+});
+const anonymous = new OpenAI({ baseURL: `${process.env.SERVE_URL}/v1`, apiKey: 'wrong', maxRetries: 0 });
+await assert.rejects(anonymous.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+console.log('openai client: all checks passed');

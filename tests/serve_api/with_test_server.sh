@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs a command against a freshly started server, then stops the server.
+#   with_test_server.sh SERVER_BINARY [server flags...] -- COMMAND [args...]
+# The server prints "listening on PORT"; COMMAND sees SERVE_PORT and SERVE_URL.
+# The server's stdin is a pipe this script holds: if the script dies, so does it.
+set -euo pipefail
+server=$1; shift
+flags=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do flags+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+tmp=$(mktemp -d)
+mkfifo "$tmp/in"
+"$server" "${flags[@]}" < "$tmp/in" > "$tmp/out" 2> "$tmp/err" &
+pid=$!
+exec 3> "$tmp/in"
+cleanup() {
+  exec 3>&-
+  wait "$pid" || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  grep -q "listening on" "$tmp/out" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || { echo "server exited:"; cat "$tmp/err"; exit 1; }
+  sleep 0.05
+done
+SERVE_PORT=$(awk '/listening on/ {print $3}' "$tmp/out")
+[ -n "$SERVE_PORT" ] || { echo "server did not start:"; cat "$tmp/err"; exit 1; }
+export SERVE_PORT SERVE_URL="http://127.0.0.1:$SERVE_PORT"
+set +e
+"$@"
+rc=$?
+set -e
+if ! kill -0 "$pid" 2>/dev/null; then
+  echo "the server died during the test:"; cat "$tmp/err"; exit 1
+fi
+exit $rc
