@@ -1,0 +1,127 @@
+// `distllm bench serve`: load-test any OpenAI-compatible server (distllm serve,
+// vLLM, llama.cpp, ...) and report throughput and latency as vLLM's `bench serve`
+// defines them (docs/serving.md, docs/benchmarks.md).
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "distllm/base/error.h"
+#include "distllm/cli/command.h"
+#include "distllm/serve/api/bench_stats.h"
+#include "distllm/serve/api/load_generator.h"
+
+namespace distllm {
+namespace {
+
+using serve::api::BenchSummary;
+using serve::api::Distribution;
+using serve::api::LoadConfig;
+
+nlohmann::ordered_json dist_json(const char* name, const Distribution& d) {
+  nlohmann::ordered_json j;
+  j[strprintf("mean_%s_ms", name)] = d.mean;
+  j[strprintf("median_%s_ms", name)] = d.median;
+  j[strprintf("p90_%s_ms", name)] = d.p90;
+  j[strprintf("p99_%s_ms", name)] = d.p99;
+  return j;
+}
+
+int run_bench_serve(Args& args) {
+  LoadConfig c;
+  std::string host = args.get_string("host", "127.0.0.1", "server host");
+  int64_t port = args.get_int("port", 8000, "server port");
+  std::string base_url = args.get_string("base-url", "", "server URL, e.g. http://127.0.0.1:8000 (overrides --host/--port)");
+  c.api_key = args.get_string("api-key", "", "Bearer token to send");
+  c.model = args.get_string("model", "", "model name (default: the first one /v1/models lists)");
+  std::string endpoint = args.get_string("endpoint", "completions", "completions or chat");
+  std::string prompt_format = args.get_string("prompt-format", "tokens", "completions prompts as 'tokens' (exact lengths) or 'text'");
+  c.num_prompts = static_cast<int>(args.get_int("num-prompts", 100, "requests to send"));
+  std::string rate = args.get_string("request-rate", "inf", "requests per second, Poisson arrivals; inf sends all at once");
+  c.max_concurrency = static_cast<int>(args.get_int("max-concurrency", 0, "most requests in flight (0: unlimited)"));
+  c.input_len = static_cast<int>(args.get_int("input-len", 256, "prompt tokens per request"));
+  c.output_len = static_cast<int>(args.get_int("output-len", 64, "generated tokens per request (max_tokens with ignore_eos)"));
+  c.shared_prefix_fraction = args.get_double("shared-prefix-fraction", 0.0, "fraction of each prompt shared by all requests");
+  c.seed = static_cast<uint64_t>(args.get_int("seed", 0, "seed for prompts and arrival times"));
+  c.temperature = args.get_double("temperature", 0.0, "sampling temperature sent with each request");
+  c.token_id_lo = static_cast<int32_t>(args.get_int("token-id-min", 1000, "smallest random prompt token id"));
+  c.token_id_hi = static_cast<int32_t>(args.get_int("token-id-max", 30000, "random prompt token ids stay below this"));
+  bool no_ignore_eos = args.get_flag("no-ignore-eos", "let the model stop at EOS (output lengths then vary)");
+  std::vector<std::string> goodput = args.get_list("goodput", "SLOs for goodput: ttft:MS tpot:MS e2el:MS");
+  std::string save_json = args.get_string("save-json", "", "write the results (and per-request data) to this JSON file");
+  if (args.help_or_finish()) return 0;
+
+  c.base_url = base_url.empty() ? strprintf("http://%s:%lld", host.c_str(), static_cast<long long>(port)) : base_url;
+  DL_CHECK(endpoint == "completions" || endpoint == "chat", "--endpoint must be completions or chat, got '%s'", endpoint.c_str());
+  DL_CHECK(prompt_format == "tokens" || prompt_format == "text", "--prompt-format must be tokens or text");
+  c.chat = endpoint == "chat";
+  c.text_prompts = prompt_format == "text";
+  c.ignore_eos = !no_ignore_eos;
+  if (rate == "inf") {
+    c.request_rate = std::numeric_limits<double>::infinity();
+  } else {
+    char* end = nullptr;
+    c.request_rate = std::strtod(rate.c_str(), &end);
+    DL_CHECK(end && *end == '\0' && c.request_rate > 0 && std::isfinite(c.request_rate),
+             "--request-rate must be a positive number or inf, got '%s'", rate.c_str());
+  }
+  serve::api::Slo slo = serve::api::parse_slo(goodput);
+
+  std::printf("bench serve: %s /v1/%s, %d requests, input %d, output %d, shared prefix %.0f%%, rate %s, max concurrency %s\n",
+              c.base_url.c_str(), c.chat ? "chat/completions" : "completions", c.num_prompts, c.input_len, c.output_len,
+              100 * c.shared_prefix_fraction, rate.c_str(), c.max_concurrency ? std::to_string(c.max_concurrency).c_str() : "unlimited");
+  std::fflush(stdout);
+  serve::api::LoadResult result = serve::api::run_load(c);
+  BenchSummary s = serve::api::summarize(result.records, result.duration, slo);
+  std::fputs(serve::api::format_report(s).c_str(), stdout);
+  size_t shown = 0;
+  for (const auto& r : result.records) {
+    if (!r.success && shown++ < 5) std::fprintf(stderr, "failed request: %s\n", r.error.c_str());
+  }
+
+  if (!save_json.empty()) {
+    nlohmann::ordered_json j;
+    j["date"] = static_cast<long long>(std::time(nullptr));
+    j["base_url"] = c.base_url;
+    j["model"] = result.model;
+    j["endpoint"] = endpoint;
+    j["num_prompts"] = c.num_prompts;
+    j["request_rate"] = std::isfinite(c.request_rate) ? nlohmann::ordered_json(c.request_rate) : nlohmann::ordered_json("inf");
+    j["max_concurrency"] = c.max_concurrency;
+    j["input_len"] = c.input_len;
+    j["output_len"] = c.output_len;
+    j["shared_prefix_fraction"] = c.shared_prefix_fraction;
+    j["completed"] = s.completed;
+    j["failed"] = s.failed;
+    j["duration"] = s.duration;
+    j["total_input_tokens"] = s.input_tokens;
+    j["total_output_tokens"] = s.output_tokens;
+    j["request_throughput"] = s.request_throughput;
+    j["output_throughput"] = s.output_throughput;
+    j["total_token_throughput"] = s.total_token_throughput;
+    j["request_goodput"] = s.goodput ? nlohmann::ordered_json(*s.goodput) : nlohmann::ordered_json();
+    for (auto [name, d] : {std::pair{"ttft", &s.ttft}, {"tpot", &s.tpot}, {"itl", &s.itl}, {"e2el", &s.e2el}}) {
+      nlohmann::ordered_json fields = dist_json(name, *d);
+      for (auto& [k, v] : fields.items()) j[k] = v;
+    }
+    auto& per = j["requests"] = nlohmann::ordered_json::array();
+    for (const auto& r : result.records) {
+      per.push_back({{"success", r.success}, {"input_tokens", r.input_tokens}, {"output_tokens", r.output_tokens},
+                     {"ttft", r.ttft}, {"e2el", r.e2el}, {"itls", r.itls}, {"error", r.error}});
+    }
+    std::ofstream out(save_json);
+    DL_CHECK(out.good(), "cannot write %s", save_json.c_str());
+    out << j.dump(1) << "\n";
+    std::printf("results written to %s\n", save_json.c_str());
+  }
+  return s.failed == 0 ? 0 : 1;
+}
+
+DISTLLM_REGISTER_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT, TPOT, ITL, throughput)",
+                         run_bench_serve);
+
+}  // namespace
+}  // namespace distllm
