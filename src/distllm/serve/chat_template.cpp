@@ -628,11 +628,18 @@ class ExprParser {
 constexpr size_t kMaxOutput = 64u << 20;
 constexpr int64_t kMaxRange = 100000;
 constexpr int kMaxMacroDepth = 64;
+constexpr int64_t kMaxSteps = 5'000'000;  // statements and loop iterations per render
 
 struct Ctx {
   std::vector<std::unordered_map<std::string, V>> scopes;
   enum class Flow { kNormal, kBreak, kContinue } flow = Flow::kNormal;
   int macro_depth = 0;
+  int64_t steps = 0;
+
+  void step(int line) {
+    if (++steps > kMaxSteps) fail_at_line(line);
+  }
+  [[noreturn]] static void fail_at_line(int line);
 
   V lookup(const std::string& name) const {
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
@@ -1064,8 +1071,10 @@ V call_macro(const TemplateMacro& m, const Args& a, Ctx& ctx, int line) {
   if (ctx.scopes.size() > 1) inner.scopes.push_back(ctx.scopes[1]);  // top-level `set`s and macros
   inner.scopes.push_back(std::move(frame));
   inner.macro_depth = ctx.macro_depth + 1;
+  inner.steps = ctx.steps;
   std::string out;
   render_body(*m.body, inner, out);
+  ctx.steps = inner.steps;
   return V::string(out);
 }
 
@@ -1440,6 +1449,7 @@ struct ForNode : Node {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      ctx.step(line);
       ctx.scopes.emplace_back();
       bind_targets(ctx, targets, items[static_cast<size_t>(i)], line);
       V loop = V::object();
@@ -1505,8 +1515,11 @@ struct BlockNode : Node {  // {% generation %}: renders its body unchanged
   void render(Ctx& ctx, std::string& out) const override { render_body(body, ctx, out); }
 };
 
+void Ctx::fail_at_line(int line) { fail_at(line, "chat template runs too long"); }
+
 void render_body(const Body& body, Ctx& ctx, std::string& out) {
   for (const auto& node : body) {
+    ctx.step(node->line);
     node->render(ctx, out);
     if (ctx.flow != Ctx::Flow::kNormal) return;
   }
