@@ -1,0 +1,32 @@
+# Helpers for the serving benchmarks (sourced). Run one benchmark at a time on a
+# quiet machine; see docs/benchmarks.md.
+DISTLLM=${DISTLLM:-build/release/bin/distllm}
+THREADS=${THREADS:-2}
+SERVE_PORT=${SERVE_PORT:-8123}
+SERVE_PID=
+
+# start_server MODEL_DIR [serve flags...]: starts `distllm serve` and waits for /health.
+start_server() {
+  local model=$1; shift
+  "$DISTLLM" serve --model "$model" --port "$SERVE_PORT" --threads "$THREADS" "$@" > /tmp/distllm_bench_serve.log 2>&1 &
+  SERVE_PID=$!
+  for _ in $(seq 600); do
+    if curl -sf "http://127.0.0.1:$SERVE_PORT/health" > /dev/null; then return 0; fi
+    if ! kill -0 "$SERVE_PID" 2>/dev/null; then cat /tmp/distllm_bench_serve.log; return 1; fi
+    sleep 0.1
+  done
+  echo "server did not become healthy"; cat /tmp/distllm_bench_serve.log; return 1
+}
+
+stop_server() {
+  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=; fi
+}
+trap stop_server EXIT
+
+# bench ARGS...: runs `distllm bench serve` against the server, saving JSON to $OUT.
+bench() {
+  "$DISTLLM" bench serve --port "$SERVE_PORT" --save-json "$OUT" "$@"
+}
+
+# json_field FILE KEY
+json_field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
