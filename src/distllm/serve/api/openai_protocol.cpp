@@ -196,8 +196,9 @@ Json error_body(int status, const std::string& message, const std::string& param
 Json parse_body(const std::string& body) {
   try {
     return Json::parse(body);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's messages look like "[json.exception.parse_error.101] parse error at line 1, ...".
+  } catch (const Json::exception& e) {
+    // Syntax errors and out-of-range numbers ("1e999"). nlohmann's messages look like
+    // "[json.exception.parse_error.101] parse error at line 1, ...".
     std::string what = e.what();
     size_t p = what.find("] ");
     throw ApiError(400, "invalid JSON in the request body: " + (p == std::string::npos ? what : what.substr(p + 2)), "",
