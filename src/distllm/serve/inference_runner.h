@@ -1,0 +1,30 @@
+// The ModelRunner over distllm's inference model: one batched, batch-invariant
+// forward (model/inference.h) over the paged K/V storage (model/kv_cache.h).
+#pragma once
+
+#include <memory>
+
+#include "distllm/model/inference.h"
+#include "distllm/model/kv_cache.h"
+#include "distllm/serve/model_runner.h"
+
+namespace distllm::serve {
+
+class InferenceRunner : public ModelRunner {
+ public:
+  explicit InferenceRunner(std::shared_ptr<const Transformer> model);
+
+  KvGeometry kv_geometry() const override;
+  size_t kv_bytes_per_block(int block_size) const override;
+  void allocate_kv(int num_blocks, int block_size) override;
+  int vocab_size() const override { return model_.config().vocab_size; }
+  int max_context() const override { return model_.config().max_position; }
+  void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) override;
+
+ private:
+  InferenceModel model_;
+  std::unique_ptr<PagedKvCache> cache_;
+  std::vector<InferenceChunk> chunks_;
+};
+
+}  // namespace distllm::serve
