@@ -2,8 +2,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -11,11 +9,12 @@
 #include "distllm/base/log.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
-#include "distllm/model/hf_checkpoint.h"
+#include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
+#include "distllm/serve/model_bundle.h"
 #include "distllm/serve/tokenizer_codec.h"
 
 namespace distllm {
@@ -26,46 +25,6 @@ namespace fs = std::filesystem;
 serve::api::ApiServer* g_server = nullptr;
 void on_signal(int) {
   if (g_server) g_server->stop();
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  DL_CHECK(in.good(), "cannot read %s", p.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// generation_config.json's eos_token_id: one id or a list (Llama 3 lists the
-// end-of-turn token too). Every one of them ends generation.
-std::vector<int32_t> generation_eos_ids(const fs::path& dir) {
-  fs::path p = dir / "generation_config.json";
-  std::vector<int32_t> ids;
-  if (!fs::exists(p)) return ids;
-  nlohmann::json j = nlohmann::json::parse(read_text(p), nullptr, false);
-  DL_CHECK(!j.is_discarded() && j.is_object(), "%s: invalid JSON", p.c_str());
-  auto it = j.find("eos_token_id");
-  if (it == j.end() || it->is_null()) return ids;
-  if (it->is_number_integer()) ids.push_back(it->get<int32_t>());
-  else if (it->is_array())
-    for (const auto& x : *it) {
-      DL_CHECK(x.is_number_integer(), "%s: eos_token_id entries must be integers", p.c_str());
-      ids.push_back(x.get<int32_t>());
-    }
-  else throw_error(strprintf("%s: eos_token_id must be an integer or a list of integers", p.c_str()));
-  return ids;
-}
-
-// tokenizer_config.json's bos/eos token text (a string or {"content": ...}).
-std::string special_token_text(const fs::path& dir, const char* key) {
-  fs::path p = dir / "tokenizer_config.json";
-  if (!fs::exists(p)) return "";
-  nlohmann::json j = nlohmann::json::parse(read_text(p), nullptr, false);
-  if (!j.is_object() || !j.contains(key)) return "";
-  const auto& v = j[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
 }
 
 int run_serve(Args& args) {
@@ -98,19 +57,16 @@ int run_serve(Args& args) {
   scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
   if (scfg.model_name.empty()) scfg.model_name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
 
-  std::shared_ptr<Transformer> model = load_hf_model(model_dir);
-  Tokenizer tok = Tokenizer::load(tokenizer_path.empty() ? model_dir : tokenizer_path);
-  std::vector<int32_t> eos_ids = generation_eos_ids(dir);
-  if (!eos_ids.empty()) {
-    if (!tok.eos_token_id()) tok.set_eos_token_id(eos_ids[0]);
-    scfg.default_stop_token_ids = eos_ids;
-  }
-  serve::TokenizerCodec codec(std::move(tok));
+  serve::ModelBundle bundle = serve::load_model_bundle(model_dir, tokenizer_path);
+  std::shared_ptr<Transformer> model = bundle.model;
+  scfg.default_stop_token_ids = bundle.eos_ids;
+  serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
   serve::ChatFormatter chat =
       chat_template.empty()
           ? serve::ChatFormatter::for_model_dir(model_dir)
-          : serve::ChatFormatter::from_template(read_text(chat_template), chat_template, special_token_text(dir, "bos_token"),
-                                                special_token_text(dir, "eos_token"));
+          : serve::ChatFormatter::from_template(read_file(chat_template), chat_template,
+                                                serve::special_token_text(model_dir, "bos_token"),
+                                                serve::special_token_text(model_dir, "eos_token"));
   serve::InferenceRunner runner(model);
   serve::ServeMetrics metrics(scfg.model_name);
   serve::Engine engine(runner, codec, ecfg, metrics);

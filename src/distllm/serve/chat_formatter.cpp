@@ -1,10 +1,9 @@
 #include "distllm/serve/chat_formatter.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "distllm/base/error.h"
+#include "distllm/io/file_util.h"
 #include "distllm/serve/template_json.h"
 
 namespace distllm::serve {
@@ -12,13 +11,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  DL_CHECK(in.good(), "cannot read %s", p.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::filesystem::path& p) { return read_file(p.string()); }
 
 Json read_json(const std::filesystem::path& p) {
   try {
