@@ -86,7 +86,7 @@ void HierBackend::allreduce(const Op& op, const OpContext& ctx) {
     const DType wire = half ? DType::kF32 : op.dtype;
     void* buf = half ? static_cast<void*>(wide_.data()) : static_cast<void*>(piece);
     level(inter_to_group_, "inter-host all-reduce",
-          [&] { inter_.allreduce(buf, buf, mine, wire, level_op, 1, c, "inter-host all-reduce"); });
+          [&] { inter_.allreduce(buf, buf, mine, wire, level_op, 1, c, "MPI_Iallreduce"); });
     if (half) {
       narrow_from_f32(wide_.data(), op.dtype, piece, mine, op.reduce == ReduceOp::kAvg ? size_ : 1);
     } else if (op.reduce == ReduceOp::kAvg) {

@@ -64,13 +64,13 @@ void MpiBackend::reduce(const Op& op, const OpContext& ctx) {
     if (root) wide_out_.resize(count);
     DL_MPI(MPI_Ireduce(wide_in_.data(), root ? wide_out_.data() : nullptr, n, MPI_FLOAT, mpi_op(op.reduce), op.root,
                        comm_, &req));
-    wait(&req, ctx, "reduce");
+    wait(&req, ctx, "MPI_Ireduce");
     if (root) narrow_from_f32(wide_out_.data(), op.dtype, op.out, count, op.reduce == ReduceOp::kAvg ? size_ : 1);
     return;
   }
   const void* send = (root && op.in == op.out) ? MPI_IN_PLACE : op.in;
   DL_MPI(MPI_Ireduce(send, root ? op.out : nullptr, n, mpi_dtype(op.dtype), mpi_op(op.reduce), op.root, comm_, &req));
-  wait(&req, ctx, "reduce");
+  wait(&req, ctx, "MPI_Ireduce");
   if (root && op.reduce == ReduceOp::kAvg) divide_in_place(op.out, count, op.dtype, size_);
 }
 
@@ -88,7 +88,7 @@ void MpiBackend::reduce_scatter(const Op& op, const OpContext& ctx) {
     wide_out_.resize(mine);
     DL_MPI(MPI_Ireduce_scatter(wide_in_.data(), wide_out_.data(), icounts.data(), MPI_FLOAT, mpi_op(op.reduce), comm_,
                                &req));
-    wait(&req, ctx, "reduce_scatter");
+    wait(&req, ctx, "MPI_Ireduce_scatter");
     if (op.widen_out_f32) {
       std::memcpy(op.out, wide_out_.data(), mine * sizeof(float));
     } else {
@@ -106,7 +106,7 @@ void MpiBackend::reduce_scatter(const Op& op, const OpContext& ctx) {
     recv = bytes_.data();
   }
   DL_MPI(MPI_Ireduce_scatter(op.in, recv, icounts.data(), mpi_dtype(op.dtype), mpi_op(op.reduce), comm_, &req));
-  wait(&req, ctx, "reduce_scatter");
+  wait(&req, ctx, "MPI_Ireduce_scatter");
   if (in_place) std::memcpy(op.out, recv, mine * es);
   if (op.reduce == ReduceOp::kAvg) divide_in_place(op.out, mine, op.dtype, size_);
 }
@@ -116,13 +116,13 @@ void MpiBackend::run(const Op& op, const OpContext& ctx) {
   MPI_Request req;
   switch (op.kind) {
     case OpKind::kAllreduce:
-      allreduce(op.in, op.out, op.count, op.dtype, op.reduce, size_, ctx, "allreduce");
+      allreduce(op.in, op.out, op.count, op.dtype, op.reduce, size_, ctx, "MPI_Iallreduce");
       return;
     case OpKind::kBroadcast: {
       if (op.count == 0) return;
       if (rank_ == op.root && op.in != op.out) std::memcpy(op.out, op.in, op.count * es);
       DL_MPI(MPI_Ibcast(op.out, mpi_count(op.count, "broadcast"), mpi_dtype(op.dtype), op.root, comm_, &req));
-      wait(&req, ctx, "broadcast");
+      wait(&req, ctx, "MPI_Ibcast");
       return;
     }
     case OpKind::kReduce:
@@ -138,7 +138,7 @@ void MpiBackend::run(const Op& op, const OpContext& ctx) {
       bool in_place = op.in == static_cast<uint8_t*>(op.out) + displs[rank_] * es;
       DL_MPI(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : op.in, ic[rank_], mpi_dtype(op.dtype), op.out, ic.data(),
                              id.data(), mpi_dtype(op.dtype), comm_, &req));
-      wait(&req, ctx, "allgather");
+      wait(&req, ctx, "MPI_Iallgatherv");
       return;
     }
     case OpKind::kGather: {
@@ -150,7 +150,7 @@ void MpiBackend::run(const Op& op, const OpContext& ctx) {
       DL_MPI(MPI_Igather(in_place ? MPI_IN_PLACE : op.in, static_cast<int>(op.count), mpi_dtype(op.dtype),
                          root ? op.out : nullptr, static_cast<int>(op.count), mpi_dtype(op.dtype), op.root, comm_,
                          &req));
-      wait(&req, ctx, "gather");
+      wait(&req, ctx, "MPI_Igather");
       return;
     }
     case OpKind::kScatter: {
@@ -161,7 +161,7 @@ void MpiBackend::run(const Op& op, const OpContext& ctx) {
       DL_MPI(MPI_Iscatter(root ? op.in : nullptr, static_cast<int>(op.count), mpi_dtype(op.dtype),
                           in_place ? MPI_IN_PLACE : op.out, static_cast<int>(op.count), mpi_dtype(op.dtype), op.root,
                           comm_, &req));
-      wait(&req, ctx, "scatter");
+      wait(&req, ctx, "MPI_Iscatter");
       return;
     }
     case OpKind::kReduceScatter:
@@ -181,12 +181,12 @@ void MpiBackend::run(const Op& op, const OpContext& ctx) {
       bool in_place = op.in == op.out;  // only allowed for equal blocks (checked by the front end)
       DL_MPI(MPI_Ialltoallv(in_place ? MPI_IN_PLACE : op.in, isc.data(), isd.data(), mpi_dtype(op.dtype), op.out,
                             irc.data(), ird.data(), mpi_dtype(op.dtype), comm_, &req));
-      wait(&req, ctx, "alltoall");
+      wait(&req, ctx, "MPI_Ialltoallv");
       return;
     }
     case OpKind::kBarrier:
       DL_MPI(MPI_Ibarrier(comm_, &req));
-      wait(&req, ctx, "barrier");
+      wait(&req, ctx, "MPI_Ibarrier");
       return;
     case OpKind::kSend:
     case OpKind::kRecv:

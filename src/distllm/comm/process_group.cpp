@@ -253,12 +253,12 @@ void ProcessGroup::Impl::worker_loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    lk.lock();
-    busy = false;
-    lk.unlock();
-    cv.notify_all();
+    // Mark the work done before releasing the slot, so that anything issued later
+    // (which may run as soon as the slot is free) completes after it.
     p->work->finish(error);
     lk.lock();
+    busy = false;
+    cv.notify_all();
   }
 }
 
@@ -348,7 +348,29 @@ void ProcessGroup::Impl::raise_timeout(const Op& op, const OpContext& ctx, const
           classify(t.ask[i], a.knows_group ? a.entered : 0, a.knows_group ? a.kind : -1);
       }
     }
+    if (not_arrived.empty() && size > 2) {
+      // Everyone this rank was waiting on had arrived (e.g. a host-local peer stuck
+      // on a remote host): ask the rest of the group where they are.
+      std::vector<int> others, world;
+      for (int r = 0; r < size; ++r) {
+        bool seen = r == rank || std::count(t.ask.begin(), t.ask.end(), r) > 0;
+        for (const auto& b : t.behind) seen = seen || b.first == r;
+        if (!seen) {
+          others.push_back(r);
+          world.push_back(world_ranks[static_cast<size_t>(r)]);
+        }
+      }
+      std::vector<diag::Answer> answers = diag::query(id, world, 1.0);
+      for (size_t i = 0; i < answers.size(); ++i) {
+        if (!answers[i].replied)
+          silent.push_back(others[i]);
+        else
+          classify(others[i], answers[i].knows_group ? answers[i].entered : 0,
+                   answers[i].knows_group ? answers[i].kind : -1);
+      }
+    }
     std::sort(not_arrived.begin(), not_arrived.end());
+    std::sort(stalled.begin(), stalled.end());
     if (!not_arrived.empty()) {
       msg += strprintf(": ranks %s did not arrive (", rank_list(not_arrived).c_str());
       for (size_t i = 0; i < notes.size(); ++i) {
@@ -574,6 +596,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const GroupOptions& options) {
+  resolve_options(options);  // bad options fail on every rank before any communication
   int ck[2] = {color, key};
   MPI_Comm child = MPI_COMM_NULL;
   Op x;

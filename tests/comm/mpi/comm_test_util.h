@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "distllm/base/rng.h"
+#include "distllm/base/timer.h"
+#include "distllm/comm/errors.h"
 #include "distllm/comm/process_group.h"
 #include "distllm/comm/types.h"
 #include "distllm/comm/world.h"
