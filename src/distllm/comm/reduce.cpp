@@ -51,12 +51,25 @@ T finish(T v, ReduceOp op, int divisor) {
   }
 }
 
+// Element access through memcpy: callers may pass buffers that are not aligned
+// to the element size (byte offsets into packed messages).
 template <typename T>
-void reduce_plain(T* out, const void* const* srcs, int nsrc, size_t begin, size_t end, ReduceOp op, int div) {
+T load_at(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+void store_at(void* base, size_t i, T v) {
+  std::memcpy(static_cast<uint8_t*>(base) + i * sizeof(T), &v, sizeof(T));
+}
+
+template <typename T>
+void reduce_plain(void* out, const void* const* srcs, int nsrc, size_t begin, size_t end, ReduceOp op, int div) {
   for (size_t i = begin; i < end; ++i) {
-    T acc = static_cast<const T*>(srcs[0])[i];
-    for (int j = 1; j < nsrc; ++j) acc = combine(acc, static_cast<const T*>(srcs[j])[i], op);
-    out[i] = finish(acc, op, div);
+    T acc = load_at<T>(srcs[0], i);
+    for (int j = 1; j < nsrc; ++j) acc = combine(acc, load_at<T>(srcs[j], i), op);
+    store_at<T>(out, i, finish(acc, op, div));
   }
 }
 
@@ -64,13 +77,13 @@ template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void reduce_half(void* out, const void* const* srcs, int nsrc, size_t begin, size_t end, ReduceOp op,
                  int div, bool widen) {
   for (size_t i = begin; i < end; ++i) {
-    float acc = ToF(static_cast<const uint16_t*>(srcs[0])[i]);
-    for (int j = 1; j < nsrc; ++j) acc = combine(acc, ToF(static_cast<const uint16_t*>(srcs[j])[i]), op);
+    float acc = ToF(load_at<uint16_t>(srcs[0], i));
+    for (int j = 1; j < nsrc; ++j) acc = combine(acc, ToF(load_at<uint16_t>(srcs[j], i)), op);
     acc = finish(acc, op, div);
     if (widen)
-      static_cast<float*>(out)[i] = acc;
+      store_at<float>(out, i, acc);
     else
-      static_cast<uint16_t*>(out)[i] = FromF(acc);
+      store_at<uint16_t>(out, i, FromF(acc));
   }
 }
 
@@ -81,11 +94,11 @@ namespace detail {
 void reduce_scalar_range(void* out, const void* const* srcs, int nsrc, size_t begin, size_t end, DType dtype,
                          ReduceOp op, int div, bool widen) {
   switch (dtype) {
-    case DType::kF32: return reduce_plain(static_cast<float*>(out), srcs, nsrc, begin, end, op, div);
-    case DType::kF64: return reduce_plain(static_cast<double*>(out), srcs, nsrc, begin, end, op, div);
-    case DType::kI32: return reduce_plain(static_cast<int32_t*>(out), srcs, nsrc, begin, end, op, div);
-    case DType::kI64: return reduce_plain(static_cast<int64_t*>(out), srcs, nsrc, begin, end, op, div);
-    case DType::kU8: return reduce_plain(static_cast<uint8_t*>(out), srcs, nsrc, begin, end, op, div);
+    case DType::kF32: return reduce_plain<float>(out, srcs, nsrc, begin, end, op, div);
+    case DType::kF64: return reduce_plain<double>(out, srcs, nsrc, begin, end, op, div);
+    case DType::kI32: return reduce_plain<int32_t>(out, srcs, nsrc, begin, end, op, div);
+    case DType::kI64: return reduce_plain<int64_t>(out, srcs, nsrc, begin, end, op, div);
+    case DType::kU8: return reduce_plain<uint8_t>(out, srcs, nsrc, begin, end, op, div);
     case DType::kBF16: return reduce_half<bf16_to_float, float_to_bf16>(out, srcs, nsrc, begin, end, op, div, widen);
     case DType::kF16: return reduce_half<f16_to_float, float_to_f16>(out, srcs, nsrc, begin, end, op, div, widen);
   }
@@ -124,49 +137,46 @@ void store_fence() {
 }
 
 void widen_to_f32(const void* src, DType dtype, float* dst, size_t count) {
-  const auto* s = static_cast<const uint16_t*>(src);
-  if (dtype == DType::kBF16) {
-    for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(s[i]);
-  } else {
-    DL_ASSERT(dtype == DType::kF16);
-    for (size_t i = 0; i < count; ++i) dst[i] = f16_to_float(s[i]);
+  DL_ASSERT(dtype == DType::kBF16 || dtype == DType::kF16);
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t h = load_at<uint16_t>(src, i);
+    dst[i] = dtype == DType::kBF16 ? bf16_to_float(h) : f16_to_float(h);
   }
 }
 
 void narrow_from_f32(const float* src, DType dtype, void* dst, size_t count, int divisor) {
-  auto* d = static_cast<uint16_t*>(dst);
-  float div = static_cast<float>(divisor > 1 ? divisor : 1);
-  if (dtype == DType::kBF16) {
-    for (size_t i = 0; i < count; ++i) d[i] = float_to_bf16(divisor > 1 ? src[i] / div : src[i]);
-  } else {
-    DL_ASSERT(dtype == DType::kF16);
-    for (size_t i = 0; i < count; ++i) d[i] = float_to_f16(divisor > 1 ? src[i] / div : src[i]);
+  DL_ASSERT(dtype == DType::kBF16 || dtype == DType::kF16);
+  const float div = static_cast<float>(divisor > 1 ? divisor : 1);
+  for (size_t i = 0; i < count; ++i) {
+    float v = divisor > 1 ? src[i] / div : src[i];
+    store_at<uint16_t>(dst, i, dtype == DType::kBF16 ? float_to_bf16(v) : float_to_f16(v));
   }
 }
 
 namespace {
 template <typename T>
-void divide_typed(T* p, size_t count, int divisor) {
-  for (size_t i = 0; i < count; ++i) p[i] = finish(p[i], ReduceOp::kAvg, divisor);
+void divide_typed(void* p, size_t count, int divisor) {
+  for (size_t i = 0; i < count; ++i) store_at<T>(p, i, finish(load_at<T>(p, i), ReduceOp::kAvg, divisor));
 }
 }  // namespace
 
 void divide_in_place(void* data, size_t count, DType dtype, int divisor) {
   if (divisor <= 1) return;
   switch (dtype) {
-    case DType::kF32: return divide_typed(static_cast<float*>(data), count, divisor);
-    case DType::kF64: return divide_typed(static_cast<double*>(data), count, divisor);
-    case DType::kI32: return divide_typed(static_cast<int32_t*>(data), count, divisor);
-    case DType::kI64: return divide_typed(static_cast<int64_t*>(data), count, divisor);
-    case DType::kU8: return divide_typed(static_cast<uint8_t*>(data), count, divisor);
+    case DType::kF32: return divide_typed<float>(data, count, divisor);
+    case DType::kF64: return divide_typed<double>(data, count, divisor);
+    case DType::kI32: return divide_typed<int32_t>(data, count, divisor);
+    case DType::kI64: return divide_typed<int64_t>(data, count, divisor);
+    case DType::kU8: return divide_typed<uint8_t>(data, count, divisor);
     case DType::kBF16:
     case DType::kF16: {
-      auto* p = static_cast<uint16_t*>(data);
       for (size_t i = 0; i < count; ++i) {
+        uint16_t h = load_at<uint16_t>(data, i);
         if (dtype == DType::kBF16)
-          p[i] = float_to_bf16(bf16_to_float(p[i]) / static_cast<float>(divisor));
+          h = float_to_bf16(bf16_to_float(h) / static_cast<float>(divisor));
         else
-          p[i] = float_to_f16(f16_to_float(p[i]) / static_cast<float>(divisor));
+          h = float_to_f16(f16_to_float(h) / static_cast<float>(divisor));
+        store_at<uint16_t>(data, i, h);
       }
       return;
     }
