@@ -25,9 +25,11 @@ struct Service {
   std::atomic<int> next_tag{0};
 };
 
+// Never destroyed: a program that exits without finalize() must not trip over a
+// joinable std::thread in a static destructor.
 Service& service() {
-  static Service s;
-  return s;
+  static Service* s = new Service;
+  return *s;
 }
 
 void nap_ms(long ms) {

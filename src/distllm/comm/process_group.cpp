@@ -18,6 +18,11 @@
 
 namespace distllm::comm {
 
+struct SplitResult {
+  MPI_Comm comm = MPI_COMM_NULL;
+  uint64_t seq = 0;
+};
+
 struct Pending {
   Op op;
   uint64_t seq = 0;
@@ -293,7 +298,9 @@ void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout) {
       ag.count = 1;
       backend->run(ag, ctx);
       const int* ck = static_cast<const int*>(op.in);
-      DL_MPI(MPI_Comm_split(comm, ck[0] < 0 ? MPI_UNDEFINED : ck[0], ck[1], static_cast<MPI_Comm*>(op.out)));
+      auto* result = static_cast<SplitResult*>(op.out);
+      DL_MPI(MPI_Comm_split(comm, ck[0] < 0 ? MPI_UNDEFINED : ck[0], ck[1], &result->comm));
+      result->seq = seq;
     } else {
       backend->run(op, ctx);
     }
@@ -598,17 +605,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const GroupOptions& options) {
   resolve_options(options);  // bad options fail on every rank before any communication
   int ck[2] = {color, key};
-  MPI_Comm child = MPI_COMM_NULL;
+  SplitResult child;
   Op x;
   x.kind = OpKind::kSplit;
   x.in = ck;
   x.out = &child;
   impl_->submit(std::move(x), {});
-  const uint64_t seq = impl_->coll_seq;  // the split's own number: same on every member
   if (color < 0) return nullptr;
+  const uint64_t seq = child.seq;  // the split's own number: the same on every member
   uint64_t id = mix64(impl_->id ^ mix64(seq * 0x100000001B3ull + static_cast<uint64_t>(color)));
   std::string child_name = options.name.empty() ? strprintf("%s/split%d", impl_->name.c_str(), color) : options.name;
-  return create_group(child, options, child_name, id);
+  return create_group(child.comm, options, child_name, id);
 }
 
 void ProcessGroup::shutdown() {
