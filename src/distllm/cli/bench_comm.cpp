@@ -291,7 +291,7 @@ struct Timing {
 };
 
 Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void* recvbuf, int iters, int warmup,
-               bool check) {
+               double budget, bool check) {
   const size_t es = comm::dtype_size(c.t);
   const void* in = sendbuf;
   void* out = recvbuf;
@@ -306,7 +306,19 @@ Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void
   void* fill_at = const_cast<void*>(in);
   fill_input(c, fill_at);
   size_t count = c.count;
-  for (int i = 0; i < warmup; ++i) runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
+  // The first warm-up run also estimates the cost, so slow sizes (hundreds of MiB
+  // through a slow path) fit the time budget with fewer iterations. Every rank
+  // uses the slowest estimate, so all run the same number.
+  Timer first;
+  runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
+  double once = first.seconds(), slowest_once = 0;
+  MPI_Allreduce(&once, &slowest_once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (budget > 0) {
+    int fit = static_cast<int>(std::min(1e9, budget / std::max(slowest_once, 1e-9)));
+    iters = std::clamp(fit, 1, iters);
+    warmup = std::min(warmup, iters);
+  }
+  for (int i = 1; i < warmup; ++i) runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
   MPI_Barrier(MPI_COMM_WORLD);
   Timer timer;
   for (int i = 0; i < iters; ++i) runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
@@ -346,6 +358,9 @@ int run_bench_comm(Args& args) {
   int64_t root = args.get_int("root", 0, "root rank of broadcast and reduce");
   bool no_check = args.get_flag("no-check", "skip the #wrong correctness check");
   double membw = args.get_double("membw", 0, "memory bandwidth in GB/s; 0 measures it (STREAM triad)");
+  double budget = args.get_double("time-budget", 1.0,
+                                  "seconds to spend timing one size and mode: slow sizes get fewer than -n "
+                                  "iterations (0: always -n)");
   double timeout = args.get_double("timeout", 120, "per-operation timeout in seconds");
   int64_t chunk = args.get_int("shm-chunk", 0, "shared-memory pipeline chunk in bytes (0: default)");
   int64_t fake_hosts =
@@ -401,7 +416,8 @@ int run_bench_comm(Args& args) {
     std::printf("# memory bandwidth: %.2f GB/s (STREAM triad, %d ranks at once)\n", membw, n);
     std::printf("# traffic model: every rank reads its input and writes its output once -> busbw <= %.2f GB/s\n",
                 bound_busbw);
-    std::printf("# %%mbw = modelled traffic / time / memory bandwidth\n#\n");
+    std::printf("# %%mbw = modelled traffic / time / memory bandwidth; time = slowest rank's mean over up to -n "
+                "iterations (fewer where one run exceeds --time-budget %.2g s / -n)\n#\n", budget);
     std::printf("# %10s %12s %8s %6s %6s   %9s %7s %7s %6s %5s   %9s %7s %7s %6s %5s\n", "", "", "", "", "",
                 "out-of-place", "", "", "", "", "in-place", "", "", "", "");
     std::printf("# %10s %12s %8s %6s %6s   %9s %7s %7s %6s %5s   %9s %7s %7s %6s %5s\n", "size", "count", "type",
@@ -427,9 +443,9 @@ int run_bench_comm(Args& args) {
     Case c{info, t, op, static_cast<int>(root), rank, n, count};
     const double size = static_cast<double>(count * unit);
     Timing oop = measure(*runner, c, false, sendbuf.data(), recvbuf.data(), static_cast<int>(iters),
-                         static_cast<int>(warmup), !no_check);
+                         static_cast<int>(warmup), budget, !no_check);
     Timing ip = measure(*runner, c, true, sendbuf.data(), recvbuf.data(), static_cast<int>(iters),
-                        static_cast<int>(warmup), !no_check);
+                        static_cast<int>(warmup), budget, !no_check);
     total_wrong += oop.wrong + ip.wrong;
     if (rank == 0) {
       auto cols = [&](const Timing& tm) {

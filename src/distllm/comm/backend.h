@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "distllm/base/timer.h"
 #include "distllm/comm/op.h"
 
 namespace distllm::comm {
@@ -26,8 +27,14 @@ inline uint64_t status_key(uint64_t seq, unsigned phase) { return seq << 2 | pha
 
 struct OpContext {
   uint64_t seq = 0;        // collective (or p2p) sequence number in the group, from 1
-  double deadline = 0;     // now_seconds() clock; the operation fails after it
   double timeout_s = 0;
+  // The deadline (now_seconds() clock), fixed the first time anyone waits: an
+  // operation that never has to wait never reads the clock.
+  double deadline() const {
+    if (deadline_ == 0) deadline_ = now_seconds() + timeout_s;
+    return deadline_;
+  }
+  mutable double deadline_ = 0;
   GroupStatus* status = nullptr;
   unsigned phase = 0;      // hierarchical level (0 for single-level backends)
   int spin_limit = 512;    // busy-poll iterations before yielding the CPU

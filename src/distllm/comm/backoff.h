@@ -9,12 +9,13 @@
 #include <time.h>
 
 #include "distllm/base/timer.h"
+#include "distllm/comm/backend.h"
 
 namespace distllm::comm {
 
 class Poller {
  public:
-  Poller(double deadline, int spin_limit) : deadline_(deadline), spin_limit_(spin_limit) {}
+  Poller(const OpContext& ctx, int spin_limit) : ctx_(ctx), spin_limit_(spin_limit) {}
 
   // Call once per failed poll. Returns false when the deadline has passed.
   bool next() {
@@ -24,7 +25,7 @@ class Poller {
     }
     double now = now_seconds();
     if (start_ == 0) start_ = now;
-    if (now > deadline_) return false;
+    if (now > ctx_.deadline()) return false;
     if (now - start_ < 0.05) {
       sched_yield();
     } else {
@@ -35,7 +36,7 @@ class Poller {
   }
 
  private:
-  double deadline_;
+  const OpContext& ctx_;
   int spin_limit_;
   int iterations_ = 0;
   double start_ = 0;

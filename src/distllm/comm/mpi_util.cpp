@@ -45,7 +45,7 @@ int mpi_count(size_t count, const char* what) {
 }
 
 void mpi_wait(MPI_Request* req, const OpContext& ctx, const std::vector<int>& suspects, const char* detail) {
-  Poller poll(ctx.deadline, ctx.spin_limit);
+  Poller poll(ctx, ctx.spin_limit);
   int done = 0;
   while (true) {
     DL_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
@@ -57,7 +57,7 @@ void mpi_wait(MPI_Request* req, const OpContext& ctx, const std::vector<int>& su
 void mpi_wait_all(std::vector<MPI_Request>& reqs, const OpContext& ctx, const std::vector<int>& suspects,
                   const char* detail) {
   if (reqs.empty()) return;
-  Poller poll(ctx.deadline, ctx.spin_limit);
+  Poller poll(ctx, ctx.spin_limit);
   int done = 0;
   while (true) {
     DL_MPI(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE));

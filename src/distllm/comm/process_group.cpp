@@ -276,13 +276,13 @@ void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout) {
   OpContext ctx;
   ctx.seq = seq;
   ctx.timeout_s = timeout;
-  ctx.deadline = now_seconds() + timeout;
   ctx.status = status.get();
   ctx.spin_limit = spin_limit;
   const bool collective = !is_p2p(op.kind);
   if (collective) {
-    status->kind.store(static_cast<int>(op.kind));
-    status->entered.store(status_key(seq, 0));
+    // Release stores (plain moves on x86): only the status service reads these.
+    status->kind.store(static_cast<int>(op.kind), std::memory_order_release);
+    status->entered.store(status_key(seq, 0), std::memory_order_release);
   }
   try {
     if (debug && collective) debug_check(op, ctx);
@@ -313,7 +313,7 @@ void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout) {
     mark_failed(msg);
     throw CommError(msg);
   }
-  if (collective) status->completed.store(seq);
+  if (collective) status->completed.store(seq, std::memory_order_release);
 }
 
 void ProcessGroup::Impl::raise_timeout(const Op& op, const OpContext& ctx, const BackendTimeout& t) {

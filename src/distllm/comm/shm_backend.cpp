@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "distllm/base/error.h"
+#include "distllm/base/strings.h"
 #include "distllm/comm/backoff.h"
 #include "distllm/comm/mpi_util.h"
 #include "distllm/comm/reduce.h"
@@ -48,8 +51,19 @@ ShmBackend::ShmBackend(MPI_Comm comm, size_t chunk_bytes) : comm_(comm) {
   DL_MPI(MPI_Comm_size(comm, &n_));
   chunk_ = round_up(std::max<size_t>(chunk_bytes, kLine * static_cast<size_t>(n_)), 4096);
   piece_ = chunk_ / static_cast<size_t>(n_) / kLine * kLine;
+  // Outputs larger than the last-level cache bypass it. Virtual machines report the
+  // host's whole L3 (hundreds of MiB), so clamp to what one CCX/socket slice holds.
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  stream_threshold_ = std::max<size_t>(l3 > 0 ? static_cast<size_t>(l3) : 0, size_t{16} << 20);
+  stream_threshold_ = std::clamp<size_t>(l3 > 0 ? static_cast<size_t>(l3) : 0, size_t{8} << 20, size_t{32} << 20);
+  // Tuning knobs (read once; every rank of a job sees the same environment).
+  if (const char* v = std::getenv("DISTLLM_COMM_SHM_ALGO")) {
+    std::string a = v;
+    DL_CHECK(a == "auto" || a == "oneshot" || a == "twophase",
+             "DISTLLM_COMM_SHM_ALGO='%s' is not one of auto, oneshot, twophase", v);
+    algo_ = a == "oneshot" ? 1 : a == "twophase" ? 2 : 0;
+  }
+  if (const char* v = std::getenv("DISTLLM_COMM_SHM_STREAM"))
+    stream_threshold_ = static_cast<size_t>(parse_size(v, "DISTLLM_COMM_SHM_STREAM"));
   size_t ctl_bytes = round_up(sizeof(Ctl) * static_cast<size_t>(n_), 4096);
   size_t data_bytes = chunk_ * (2 * static_cast<size_t>(n_) + 2);
   segment_ = std::make_unique<ShmSegment>(comm, 4096 + ctl_bytes + data_bytes);
@@ -83,7 +97,7 @@ void ShmBackend::wait_all(uint64_t e, const OpContext& ctx) {
     if (r == rank_) continue;
     const std::atomic<uint64_t>& flag = ctl_[r].line[e & 1].epoch;
     if (flag.load(std::memory_order_acquire) >= e) continue;
-    Poller poll(ctx.deadline, ctx.spin_limit);
+    Poller poll(ctx, ctx.spin_limit);
     while (flag.load(std::memory_order_acquire) < e) {
       if (!poll.next()) timeout(e, ctx);
     }
@@ -145,7 +159,8 @@ void ShmBackend::allreduce(const Op& op, const OpContext& ctx) {
   // With two ranks both schedules read the peer's data once, and one-shot needs one
   // barrier per chunk instead of two. With more ranks, two-phase moves 2(n-1)/n of
   // the message across cores instead of (n-1), and wins once messages are large.
-  if (n_ == 2 || bytes <= piece_ * 2) {
+  bool one_shot = algo_ == 1 || (algo_ == 0 && (n_ == 2 || bytes <= piece_ * 2));
+  if (one_shot) {
     allreduce_one_shot(op, ctx);
   } else {
     allreduce_two_phase(op, ctx);

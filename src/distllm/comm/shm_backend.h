@@ -42,6 +42,7 @@ class ShmBackend : public Backend {
   size_t chunk_;            // bytes per staging slot
   size_t piece_;            // chunk_ / n rounded down to a cache line
   size_t stream_threshold_; // messages at least this large bypass the caches on output
+  int algo_ = 0;            // all-reduce schedule: 0 auto, 1 one-shot, 2 two-phase
   std::unique_ptr<ShmSegment> segment_;
   Ctl* ctl_ = nullptr;
   uint8_t* data_ = nullptr;
