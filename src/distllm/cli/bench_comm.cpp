@@ -405,6 +405,13 @@ int run_bench_comm(Args& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   DL_CHECK(root >= 0 && root < n, "--root %lld is outside [0, %d)", static_cast<long long>(root), n);
   if (membw <= 0) membw = measure_membw(rank, n);
+  // Let MPI finish connecting every pair before anything is timed (under srun,
+  // Open MPI looks peers up lazily and the first exchanges take milliseconds).
+  for (int i = 0; i < 3; ++i) {
+    int x = 1, y = 0;
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 
   const double factor_bus = bus_factor(info->coll, n);
   // Physical bound on busbw: time >= traffic / membw, traffic proportional to size.
