@@ -181,3 +181,64 @@ TEST(Groups, SharedMemoryNameIsGoneOnceAttached) {
 
 }  // namespace
 }  // namespace distllm::comm::test
+
+namespace distllm::comm::test {
+namespace {
+
+// Bad arguments are rejected on the calling rank before any communication (so the
+// other ranks, making the same mistake, stay in step).
+TEST(Groups, ArgumentErrorsNameTheProblem) {
+  auto w = world();
+  const int n = w->size();
+  auto message = [](const std::function<void()>& call) -> std::string {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  float x[4] = {0, 0, 0, 0};
+  EXPECT_EQ(message([&] { w->allreduce(nullptr, 5, DType::kF32); }),
+            "allreduce on group 'world': input is null but the count is 5");
+  EXPECT_EQ(message([&] { w->broadcast(x, 4, DType::kF32, n); }),
+            "broadcast on group 'world': root " + std::to_string(n) + " is outside [0, " + std::to_string(n) + ")");
+  std::vector<size_t> short_counts(static_cast<size_t>(n) + 1, 1);
+  EXPECT_EQ(message([&] { w->allgatherv(x, x, short_counts, DType::kF32); }),
+            "allgatherv on group 'world': counts has " + std::to_string(n + 1) + " entries, the group has " +
+                std::to_string(n) + " ranks");
+  std::vector<size_t> ones(static_cast<size_t>(n), 1);
+  EXPECT_EQ(message([&] { w->alltoallv(x, ones, x, ones, DType::kF32); }),
+            "alltoallv on group 'world': in-place alltoallv is not supported (in and out must differ)");
+  EXPECT_EQ(message([&] { w->send(x, 1, DType::kF32, w->rank()); }),
+            "send on group 'world': peer " + std::to_string(w->rank()) + " must be another rank in [0, " +
+                std::to_string(n) + ")");
+  if (n > 1) {
+    EXPECT_EQ(message([&] { w->recv(x, 1, DType::kF32, (w->rank() + 1) % n, 40000); }),
+              "recv on group 'world': tag 40000 is outside [0, 32767]");
+  }
+  EXPECT_EQ(message([&] { w->barrier({.timeout = std::chrono::duration<double>(-1)}); }),
+            "barrier on group 'world': negative timeout");
+  // Still in step: a real collective works.
+  int one = 1;
+  w->allreduce(&one, 1, DType::kI32);
+  EXPECT_EQ(one, n);
+}
+
+TEST(Groups, ShutdownGroupRefusesCalls) {
+  auto w = world();
+  std::vector<int> all(static_cast<size_t>(w->size()));
+  std::iota(all.begin(), all.end(), 0);
+  auto g = new_group(all);
+  g->barrier();
+  g->shutdown();
+  try {
+    g->barrier();
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "barrier on group '" + g->name() + "': the group was shut down");
+  }
+}
+
+}  // namespace
+}  // namespace distllm::comm::test
