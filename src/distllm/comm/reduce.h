@@ -22,7 +22,8 @@ void reduce_sources(void* out, const void* const* srcs, int nsrc, size_t count, 
                     ReduceOp op, int avg_divisor, bool streaming = false, bool widen_to_f32 = false);
 
 // memcpy, or non-temporal stores when `streaming` (falls back to memcpy when the
-// CPU lacks AVX2). Callers that stream must call store_fence() before publishing.
+// CPU lacks AVX2); a streaming copy ends with a store fence. reduce_sources() with
+// `streaming` does not: callers call store_fence() once after the last one.
 void copy_bytes(void* dst, const void* src, size_t bytes, bool streaming = false);
 void store_fence();
 

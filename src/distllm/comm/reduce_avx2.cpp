@@ -293,6 +293,7 @@ void copy_stream_avx2(void* dst, const void* src, size_t bytes) {
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
   }
   std::memcpy(d + i, s + i, bytes - i);
+  _mm_sfence();  // non-temporal stores are weakly ordered: publish them before returning
 }
 
 void store_fence_avx2() { _mm_sfence(); }

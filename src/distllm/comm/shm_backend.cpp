@@ -144,7 +144,7 @@ void ShmBackend::allreduce(const Op& op, const OpContext& ctx) {
   const size_t es = dtype_size(op.dtype), bytes = op.count * es;
   if (op.count == 0) return;
   if (n_ == 1) {
-    copy_bytes(op.out, op.in, bytes);
+    copy_bytes(op.out, op.in, bytes, bytes >= stream_threshold_);
     return;
   }
   if (bytes <= kInline) {
@@ -269,24 +269,26 @@ void ShmBackend::broadcast(const Op& op, const OpContext& ctx) {
   const size_t es = dtype_size(op.dtype), bytes = op.count * es;
   if (op.count == 0) return;
   const bool root = rank_ == op.root;
-  if (root) copy_bytes(op.out, op.in, bytes);
-  if (n_ == 1) return;
+  const bool stream = bytes >= stream_threshold_;
   const auto* in = static_cast<const uint8_t*>(op.in);
   auto* out = static_cast<uint8_t*>(op.out);
-  if (bytes <= kInline) {
+  if (n_ == 1 || bytes <= kInline) {
+    if (root) copy_bytes(out, in, bytes, stream);
+    if (n_ == 1) return;
     uint64_t e = ++epoch_;
     if (root) std::memcpy(inline_payload(rank_, e), in, bytes);
     barrier(e, ctx);
     if (!root) std::memcpy(out, inline_payload(op.root, e), bytes);
     return;
   }
-  const bool stream = bytes >= stream_threshold_;
   for (size_t off = 0; off < bytes; off += chunk_) {
     size_t len = std::min(chunk_, bytes - off);
     uint64_t e = ++epoch_;
     if (root) std::memcpy(staging(rank_, e), in + off, len);
     barrier(e, ctx);
-    if (!root) copy_bytes(out + off, staging(op.root, e), len, stream);
+    // The root's own copy reads the chunk while it is still in cache, alongside
+    // the others' copies.
+    copy_bytes(out + off, root ? in + off : staging(op.root, e), len, stream);
   }
   if (stream) store_fence();
 }
@@ -304,10 +306,13 @@ void ShmBackend::allgather(const Op& op, const OpContext& ctx, bool only_root) {
   size_t longest = *std::max_element(counts.begin(), counts.end()) * es;
   if (longest == 0) return;
   const size_t mine = counts[static_cast<size_t>(rank_)] * es;
-  if (receives) copy_bytes(out + displs[static_cast<size_t>(rank_)] * es, in, mine);
-  if (n_ == 1) return;
+  uint8_t* my_out = out + displs[static_cast<size_t>(rank_)] * es;
   const size_t total = (displs.back() + counts.back()) * es;
   const bool stream = total >= stream_threshold_;
+  if (n_ == 1) {
+    if (receives) copy_bytes(my_out, in, mine, stream);
+    return;
+  }
   const bool tiny = longest <= kInline;
   const size_t step = tiny ? kInline : chunk_;
   for (size_t off = 0; off < longest; off += step) {
@@ -323,6 +328,8 @@ void ShmBackend::allgather(const Op& op, const OpContext& ctx, bool only_root) {
       const uint8_t* src = tiny ? inline_payload(static_cast<int>(r), e) : staging(static_cast<int>(r), e);
       if (rlen) copy_bytes(out + displs[r] * es + off, src, rlen, stream);
     }
+    // Own block, chunk by chunk while it is in cache (a no-op in place).
+    if (len) copy_bytes(my_out + off, in + off, len, stream);
   }
   if (stream) store_fence();
 }
@@ -414,7 +421,8 @@ void ShmBackend::alltoall(const Op& op, const OpContext& ctx) {
   const auto* in = static_cast<const uint8_t*>(op.in);
   auto* out = static_cast<uint8_t*>(op.out);
   // Own block: for in-place (equal blocks only) it is already where it belongs.
-  if (in != out) copy_bytes(out + rd[me] * es, in + sd[me] * es, std::min(sc[me], rc[me]) * es);
+  const bool stream = (rd.back() + rc.back()) * es >= stream_threshold_;
+  if (in != out) copy_bytes(out + rd[me] * es, in + sd[me] * es, std::min(sc[me], rc[me]) * es, stream);
   if (n_ == 1) return;
   size_t longest = 0;
   for (size_t d = 0; d < n; ++d)
@@ -433,9 +441,10 @@ void ShmBackend::alltoall(const Op& op, const OpContext& ctx) {
     for (size_t s = 0; s < n; ++s) {
       size_t len = clamp_len(rc[s], k * pe, pe);
       if (s != me && len)
-        std::memcpy(out + (rd[s] + k * pe) * es, staging(static_cast<int>(s), e) + me * piece_, len * es);
+        copy_bytes(out + (rd[s] + k * pe) * es, staging(static_cast<int>(s), e) + me * piece_, len * es, stream);
     }
   }
+  if (stream) store_fence();
 }
 
 }  // namespace distllm::comm
