@@ -53,7 +53,7 @@ def main():
     p.add_argument("-b", default="8", help="smallest size (default 8)")
     p.add_argument("-e", default="256M", help="largest size (default 256M)")
     p.add_argument("-f", default="4", help="size factor (default 4)")
-    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--iters", type=int, default=100)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--dtype", default="f32")
     p.add_argument("--repeat", type=int, default=3, help="sweeps per backend; medians are reported (default 3)")

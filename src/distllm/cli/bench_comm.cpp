@@ -351,7 +351,7 @@ int run_bench_comm(Args& args) {
   int64_t minbytes = size_flag("b", "minbytes", "8", "smallest size in bytes, e.g. 8, 1K, 1M (default 8)");
   int64_t maxbytes = size_flag("e", "maxbytes", "64M", "largest size in bytes (default 64M)");
   int64_t factor = size_flag("f", "stepfactor", "4", "size multiplier between rows (default 4)");
-  int64_t iters = size_flag("n", "iters", "20", "timed iterations per size (default 20)");
+  int64_t iters = size_flag("n", "iters", "100", "timed iterations per size, at most (default 100; see --time-budget)");
   int64_t warmup = size_flag("w", "warmup_iters", "5", "warm-up iterations per size (default 5)");
   std::string dtype_name = args.get_string("dtype", "f32", "f32 | f64 | bf16 | f16 | i32 | i64 | u8");
   std::string redop_name = args.get_string("redop", "sum", "sum | avg | max | min | prod");
