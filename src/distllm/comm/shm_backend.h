@@ -41,7 +41,7 @@ class ShmBackend : public Backend {
   int rank_, n_;
   size_t chunk_;            // bytes per staging slot
   size_t piece_;            // chunk_ / n rounded down to a cache line
-  size_t stream_threshold_; // messages at least this large bypass the caches on output
+  size_t stream_threshold_; // outputs at least this large use non-temporal stores
   int algo_ = 0;            // all-reduce schedule: 0 auto, 1 one-shot, 2 two-phase
   std::unique_ptr<ShmSegment> segment_;
   Ctl* ctl_ = nullptr;
