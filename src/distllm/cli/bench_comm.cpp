@@ -290,8 +290,16 @@ struct Timing {
   int64_t wrong = 0;
 };
 
-Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void* recvbuf, int iters, int warmup,
-               double budget, bool check) {
+struct Schedule {
+  int iters;        // -n: iterations per measurement...
+  int warmup;       // -w
+  double min_time;  // ...raised until the timed loop lasts this long (tiny, noisy ops)
+  double budget;    // ...lowered until it fits this (huge, slow ops); 0: never
+};
+
+Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void* recvbuf, const Schedule& plan,
+               bool check) {
+  int iters = plan.iters, warmup = plan.warmup;
   const size_t es = comm::dtype_size(c.t);
   const void* in = sendbuf;
   void* out = recvbuf;
@@ -313,11 +321,10 @@ Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void
   runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
   double once = first.seconds(), slowest_once = 0;
   MPI_Allreduce(&once, &slowest_once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (budget > 0) {
-    int fit = static_cast<int>(std::min(1e9, budget / std::max(slowest_once, 1e-9)));
-    iters = std::clamp(fit, 1, iters);
-    warmup = std::min(warmup, iters);
-  }
+  const double once_s = std::max(slowest_once, 1e-9);
+  iters = std::max(iters, static_cast<int>(std::min(1e6, plan.min_time / once_s)));
+  if (plan.budget > 0) iters = std::clamp(static_cast<int>(std::min(1e9, plan.budget / once_s)), 1, iters);
+  warmup = std::min(warmup, iters);
   for (int i = 1; i < warmup; ++i) runner.run(c.info->coll, in, out, count, c.t, c.op, c.root);
   MPI_Barrier(MPI_COMM_WORLD);
   Timer timer;
@@ -360,7 +367,9 @@ int run_bench_comm(Args& args) {
   double membw = args.get_double("membw", 0, "memory bandwidth in GB/s; 0 measures it (STREAM triad)");
   double budget = args.get_double("time-budget", 1.0,
                                   "seconds to spend timing one size and mode: slow sizes get fewer than -n "
-                                  "iterations (0: always -n)");
+                                  "iterations (0: no limit)");
+  double min_time = args.get_double("min-time", 0.01,
+                                    "seconds the timed loop lasts at least: fast sizes get more than -n iterations");
   double timeout = args.get_double("timeout", 120, "per-operation timeout in seconds");
   int64_t chunk = args.get_int("shm-chunk", 0, "shared-memory pipeline chunk in bytes (0: default)");
   int64_t fake_hosts =
@@ -423,8 +432,9 @@ int run_bench_comm(Args& args) {
     std::printf("# memory bandwidth: %.2f GB/s (STREAM triad, %d ranks at once)\n", membw, n);
     std::printf("# traffic model: every rank reads its input and writes its output once -> busbw <= %.2f GB/s\n",
                 bound_busbw);
-    std::printf("# %%mbw = modelled traffic / time / memory bandwidth; time = slowest rank's mean over up to -n "
-                "iterations (fewer where one run exceeds --time-budget %.2g s / -n)\n#\n", budget);
+    std::printf("# %%mbw = modelled traffic / time / memory bandwidth; time = slowest rank's mean over -n %lld "
+                "iterations, more to last --min-time %.3g s, fewer to fit --time-budget %.3g s\n#\n",
+                static_cast<long long>(iters), min_time, budget);
     std::printf("# %10s %12s %8s %6s %6s   %9s %7s %7s %6s %5s   %9s %7s %7s %6s %5s\n", "", "", "", "", "",
                 "out-of-place", "", "", "", "", "in-place", "", "", "", "");
     std::printf("# %10s %12s %8s %6s %6s   %9s %7s %7s %6s %5s   %9s %7s %7s %6s %5s\n", "size", "count", "type",
@@ -442,13 +452,13 @@ int run_bench_comm(Args& args) {
   Case probe{info, t, op, static_cast<int>(root), rank, n, max_count};
   AlignedBuffer<uint8_t> sendbuf(std::max<size_t>(probe.in_elems() * es, 64));
   AlignedBuffer<uint8_t> recvbuf(std::max<size_t>(probe.out_elems() * es, 64));
+  const Schedule plan{static_cast<int>(iters), static_cast<int>(warmup), min_time, budget};
   // One untimed pass over the first size: the first operations of a process pay
   // for cold caches and code, which would otherwise land in the first row.
   {
     size_t count = static_cast<size_t>(std::max<int64_t>(minbytes, 1)) / unit;
     Case c{info, t, op, static_cast<int>(root), rank, n, count};
-    measure(*runner, c, false, sendbuf.data(), recvbuf.data(), static_cast<int>(iters), static_cast<int>(warmup),
-            budget, false);
+    measure(*runner, c, false, sendbuf.data(), recvbuf.data(), plan, false);
   }
   double sum_busbw = 0;
   int rows = 0;
@@ -457,10 +467,8 @@ int run_bench_comm(Args& args) {
     size_t count = static_cast<size_t>(bytes) / unit;
     Case c{info, t, op, static_cast<int>(root), rank, n, count};
     const double size = static_cast<double>(count * unit);
-    Timing oop = measure(*runner, c, false, sendbuf.data(), recvbuf.data(), static_cast<int>(iters),
-                         static_cast<int>(warmup), budget, !no_check);
-    Timing ip = measure(*runner, c, true, sendbuf.data(), recvbuf.data(), static_cast<int>(iters),
-                        static_cast<int>(warmup), budget, !no_check);
+    Timing oop = measure(*runner, c, false, sendbuf.data(), recvbuf.data(), plan, !no_check);
+    Timing ip = measure(*runner, c, true, sendbuf.data(), recvbuf.data(), plan, !no_check);
     total_wrong += oop.wrong + ip.wrong;
     if (rank == 0) {
       auto cols = [&](const Timing& tm) {
