@@ -88,7 +88,7 @@ def main():
     for b in backends:
         if b != base:
             hdr += " %9s" % (b + "/" + base.split("-")[0])
-    hdr += " %7s %7s" % ("ip shm/", "target")
+    hdr += " %7s %7s" % ("ip shm/", "target" if args.op == "allreduce" else "")
     print("#" + hdr[1:])
     ok_all = True
     wrong = 0
@@ -105,7 +105,9 @@ def main():
         if "shm" in backends and base in backends:
             shm, raw = table["shm"][s], table[base][s]
             line += " %7.2f" % (shm["ip_bus"] / max(raw["ip_bus"], 1e-9))
-            if s >= 1 << 20:
+            if args.op != "allreduce":
+                pass  # issue 4's targets are about all-reduce
+            elif s >= 1 << 20:
                 need = min(1.5 * raw["oop_bus"], 0.8 * bound) if 1.5 * raw["oop_bus"] > bound else 1.5 * raw["oop_bus"]
                 good = shm["oop_bus"] >= need
                 verdict = "ok" if good else "MISS(<%.2f)" % need
@@ -119,8 +121,9 @@ def main():
             wrong += table[b][s]["oop_wrong"] + table[b][s]["ip_wrong"]
         print(line)
     print("# #wrong over all runs: %d" % wrong)
-    print("# targets (>= 1 MiB: shm >= 1.5x plain MPI or >= 80%% of the bound; smallest size: latency <= plain MPI): %s"
-          % ("met" if ok_all else "NOT met"))
+    if args.op == "allreduce" and "shm" in backends:
+        print("# targets (>= 1 MiB: shm >= 1.5x plain MPI or >= 80%% of the bound; smallest size: latency <= plain "
+              "MPI): %s" % ("met" if ok_all else "NOT met"))
     return 0 if wrong == 0 else 1
 
 
