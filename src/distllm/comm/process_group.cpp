@@ -628,7 +628,9 @@ void ProcessGroup::shutdown() {
   I.cv.notify_all();
   if (I.worker.joinable()) I.worker.join();
   {
-    std::lock_guard lk(I.mu);
+    // A blocking call on another thread may still be running (or queued).
+    std::unique_lock lk(I.mu);
+    I.cv.wait(lk, [&] { return !I.busy && I.queue.empty(); });
     I.shut = true;
   }
   if (I.status) diag::unregister_group(I.status->id);
