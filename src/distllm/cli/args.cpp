@@ -1,5 +1,6 @@
 #include "distllm/cli/args.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +24,11 @@ Args::Args(std::string program, std::vector<std::string> argv) : program_(std::m
       continue;
     }
     bool is_flag = a.size() > 2 && a[0] == '-' && a[1] == '-';
-    if (is_flag) {
-      std::string body = a.substr(2);
+    // Single-letter short flags (`-b 8`, as nccl-tests spells them) are flags named
+    // by the letter; "-5" stays a value.
+    bool is_short = a.size() == 2 && a[0] == '-' && std::isalpha(static_cast<unsigned char>(a[1]));
+    if (is_flag || is_short) {
+      std::string body = a.substr(is_short ? 1 : 2);
       size_t eq = body.find('=');
       if (eq != std::string::npos) {
         given_[body.substr(0, eq)].values.push_back(body.substr(eq + 1));
@@ -119,7 +123,8 @@ std::vector<std::string> Args::get_list(const std::string& name, const std::stri
 
 std::string Args::usage() const {
   std::string out = "usage: " + program_ + " [flags]\n";
-  for (const auto& [name, help] : documented_) out += strprintf("  --%-24s %s\n", name.c_str(), help.c_str());
+  for (const auto& [name, help] : documented_)
+    out += strprintf("  %s%-24s %s\n", name.size() == 1 ? "-" : "--", name.c_str(), help.c_str());
   return out;
 }
 
@@ -127,7 +132,8 @@ void Args::finish() const {
   for (const auto& [name, seen] : given_) {
     bool known = false;
     for (const auto& d : documented_) known = known || d.first == name;
-    DL_CHECK(known, "unknown flag --%s for '%s' (see --help)", name.c_str(), program_.c_str());
+    DL_CHECK(known, "unknown flag %s%s for '%s' (see --help)", name.size() == 1 ? "-" : "--", name.c_str(),
+             program_.c_str());
   }
 }
 

@@ -1,4 +1,5 @@
-// Command-line flags: `--name value`, `--name=value`, and bare `--flag` booleans.
+// Command-line flags: `--name value`, `--name=value`, bare `--flag` booleans, and
+// single-letter `-x value` (a flag named "x").
 //
 // Every flag a command reads is recorded with its help text, so `--help` lists them
 // and `finish()` rejects any flag the command never asked for (a typo such as

@@ -1,0 +1,65 @@
+#include "distllm/comm/device_mesh.h"
+
+#include <set>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+
+namespace distllm::comm {
+
+DeviceMesh::DeviceMesh(ProcessGroupPtr parent, std::vector<std::pair<std::string, int>> dims)
+    : parent_(std::move(parent)), dims_(std::move(dims)) {
+  DL_CHECK(parent_ != nullptr, "DeviceMesh: parent group is null");
+  DL_CHECK(!dims_.empty(), "DeviceMesh: no dimensions");
+  long product = 1;
+  std::set<std::string> names;
+  std::string shape;
+  for (const auto& [name, n] : dims_) {
+    DL_CHECK(n >= 1, "DeviceMesh: dimension '%s' has size %d", name.c_str(), n);
+    DL_CHECK(names.insert(name).second, "DeviceMesh: dimension '%s' appears twice", name.c_str());
+    product *= n;
+    shape += strprintf("%s%s=%d", shape.empty() ? "" : ", ", name.c_str(), n);
+  }
+  DL_CHECK(product == parent_->size(), "DeviceMesh (%s) has %ld positions but group '%s' has %d ranks",
+           shape.c_str(), product, parent_->name().c_str(), parent_->size());
+  // Row-major coordinates of this rank.
+  coords_.resize(dims_.size());
+  int rest = parent_->rank();
+  for (size_t d = dims_.size(); d-- > 0;) {
+    coords_[d] = rest % dims_[d].second;
+    rest /= dims_[d].second;
+  }
+  // One split per dimension: color = position along the other dimensions.
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    int color = 0;
+    for (size_t e = 0; e < dims_.size(); ++e)
+      if (e != d) color = color * dims_[e].second + coords_[e];
+    GroupOptions o = parent_->options();
+    o.name = strprintf("%s/%s%d", parent_->name().c_str(), dims_[d].first.c_str(), color);
+    groups_.push_back(parent_->split(color, coords_[d], o));
+  }
+}
+
+size_t DeviceMesh::index(const std::string& dim) const {
+  for (size_t d = 0; d < dims_.size(); ++d)
+    if (dims_[d].first == dim) return d;
+  throw_error(strprintf("DeviceMesh has no dimension '%s'", dim.c_str()));
+}
+
+int DeviceMesh::size(const std::string& dim) const { return dims_[index(dim)].second; }
+int DeviceMesh::coord(const std::string& dim) const { return coords_[index(dim)]; }
+const ProcessGroupPtr& DeviceMesh::group(const std::string& dim) const { return groups_[index(dim)]; }
+
+int DeviceMesh::rank_at(const std::vector<int>& coords) const {
+  DL_CHECK(coords.size() == dims_.size(), "DeviceMesh::rank_at: %zu coordinates for %zu dimensions", coords.size(),
+           dims_.size());
+  int r = 0;
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    DL_CHECK(coords[d] >= 0 && coords[d] < dims_[d].second, "DeviceMesh::rank_at: %s=%d is outside [0, %d)",
+             dims_[d].first.c_str(), coords[d], dims_[d].second);
+    r = r * dims_[d].second + coords[d];
+  }
+  return r;
+}
+
+}  // namespace distllm::comm
