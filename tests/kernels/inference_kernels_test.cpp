@@ -21,8 +21,9 @@ TEST(LinearBi, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   for (int K : {1, 7, 8, 13, 64, 100}) {
     const int N = 23, Mmax = 70;
     auto x = random_vector(Mmax * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
+    PackedLinear packed(w.data(), N, K);
     std::vector<float> alone(N);
-    linear_bi(alone.data(), N, x.data() + 5 * K, K, w.data(), b.data(), 1, K, N);  // row 5 alone
+    linear_bi(alone.data(), N, x.data() + 5 * K, K, packed, b.data(), 1);  // row 5 alone
     for (int n = 0; n < N; ++n) {
       double s = b[n];
       for (int k = 0; k < K; ++k) s += static_cast<double>(x[5 * K + k]) * w[n * K + k];
@@ -33,7 +34,7 @@ TEST(LinearBi, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
       set_num_threads(threads);
       for (int M : {6, 7, 8, 9, 31, 70}) {
         std::vector<float> out(M * N);
-        linear_bi(out.data(), N, x.data(), K, w.data(), b.data(), M, K, N);
+        linear_bi(out.data(), N, x.data(), K, packed, b.data(), M);
         EXPECT_EQ(std::memcmp(out.data() + 5 * N, alone.data(), N * sizeof(float)), 0)
             << "row 5 changed with M=" << M << " threads=" << threads << " K=" << K;
       }
@@ -46,11 +47,12 @@ TEST(LinearBi, Avx2MatchesScalar) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
   for (int K : {1, 5, 8, 9, 33, 256}) {
     for (int mr = 1; mr <= 3; ++mr) {
-      const int N = 11;
+      const int N = 11;  // two full groups of 4 and a ragged one
       auto x = random_vector(mr * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
+      PackedLinear packed(w.data(), N, K);
       std::vector<float> o1(mr * N), o2(mr * N);
-      avx2::linear_bi_tile(o1.data(), N, x.data(), K, w.data(), b.data(), mr, K, 0, N);
-      scalar::linear_bi_tile(o2.data(), N, x.data(), K, w.data(), b.data(), mr, K, 0, N);
+      avx2::linear_bi_tile(o1.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
+      scalar::linear_bi_tile(o2.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
       EXPECT_LT(rel_error(o1, o2), 1e-5) << "K=" << K << " mr=" << mr;
     }
   }
@@ -58,10 +60,11 @@ TEST(LinearBi, Avx2MatchesScalar) {
 
 struct PagedSetup {
   int H = 6, KV = 2, D = 12, bs = 4, blocks = 12;
+  explicit PagedSetup(int head_dim = 12) : D(head_dim) { init(); }
   std::vector<float> k, v;
   std::vector<int32_t> table = {7, 2, 9, 0, 5, 11};  // scattered blocks, 24 positions
   PagedKv kv;
-  PagedSetup() {
+  void init() {
     k = random_vector(static_cast<size_t>(blocks) * bs * KV * D, 10);
     v = random_vector(static_cast<size_t>(blocks) * bs * KV * D, 11);
     kv.k = k.data(), kv.v = v.data(), kv.block_size = bs, kv.n_head = H, kv.n_kv_head = KV, kv.head_dim = D;
@@ -72,8 +75,11 @@ struct PagedSetup {
   }
 };
 
-TEST(PagedAttention, MatchesNaive) {
-  PagedSetup s;
+// head_dim 12 takes the generic path; 32 and 64 the register-blocked ones.
+class PagedAttention : public ::testing::TestWithParam<int> {};
+
+TEST_P(PagedAttention, MatchesNaive) {
+  PagedSetup s(GetParam());
   const int rows = 5, first = 17;  // positions 17..21
   auto q = random_vector(rows * s.H * s.D, 12);
   std::vector<float> out(q.size());
@@ -99,8 +105,8 @@ TEST(PagedAttention, MatchesNaive) {
     }
 }
 
-TEST(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
-  PagedSetup s;
+TEST_P(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
+  PagedSetup s(GetParam());
   const int rows = 4, first = 19;
   auto q = random_vector(rows * s.H * s.D, 13);
   std::vector<float> out(q.size()), single(s.H * s.D);
@@ -111,7 +117,7 @@ TEST(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
   paged_attention(s.kv, {one, all});
   EXPECT_EQ(std::memcmp(single.data(), out.data() + 2 * s.H * s.D, single.size() * sizeof(float)), 0);
   if (!cpu_has_avx2()) return;
-  std::vector<float> o1(q.size()), o2(q.size()), scratch(64 * 3);
+  std::vector<float> o1(q.size()), o2(q.size()), scratch(64 * 3);  // rep 3 x up to 23 keys
   PagedQuery a{q.data(), s.H * s.D, o1.data(), s.H * s.D, rows, first, s.table.data()};
   PagedQuery b{q.data(), s.H * s.D, o2.data(), s.H * s.D, rows, first, s.table.data()};
   for (int r = 0; r < rows; ++r)
@@ -121,6 +127,8 @@ TEST(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
     }
   EXPECT_LT(rel_error(o1, o2), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64));
 
 }  // namespace
 }  // namespace distllm::kernels

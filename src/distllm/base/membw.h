@@ -1,15 +1,15 @@
-// Measures this machine's memory bandwidth the way STREAM's triad does
-// (a[i] = b[i] + s * c[i] over arrays far larger than the caches), using the
-// configured threads. Benchmarks quote their rooflines against this figure.
+// Measures this machine's memory bandwidth with the configured threads, over arrays
+// far larger than the caches. Benchmarks quote their rooflines against it.
 #pragma once
 
 namespace distllm {
 
 struct MemoryBandwidth {
-  double triad_gb_per_s = 0;  // bytes moved / time, counting 24 bytes per element as STREAM does
+  double triad_gb_per_s = 0;  // STREAM triad a = b + s*c, counting 24 bytes per element as STREAM does
+  double read_gb_per_s = 0;   // read-only: summing one array (what streaming weights needs)
 };
 
-// Best of `reps` triad passes over arrays of `megabytes` each (default 256 MB).
+// Best of `reps` passes of each kind over arrays of `megabytes` each.
 MemoryBandwidth measure_memory_bandwidth(int megabytes = 256, int reps = 5);
 
 }  // namespace distllm

@@ -1,6 +1,7 @@
 // `distllm bench decode`: offline decode speed of the inference engine at several
-// batch sizes, and batch-1 against the memory-bandwidth roofline (every weight byte
-// is read once per decode step, so time/step >= weight bytes / bandwidth).
+// batch sizes against the memory-bandwidth roofline: every weight byte is read once
+// per decode step, so time/step >= weight bytes / read bandwidth. The roofline
+// column is achieved weight GB/s divided by the read bandwidth measured just before.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/membw.h"
 #include "distllm/base/parallel.h"
+#include "distllm/base/profiler.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
@@ -43,8 +45,10 @@ int run_bench_decode(Args& args) {
   auto model_dir = args.get_optional("model", "Hugging Face model directory (default: random weights of --preset)");
   std::string batches = args.get_string("batch", "1,4,16", "comma-separated batch sizes");
   int context = static_cast<int>(args.get_int("context", 128, "prompt tokens before decoding"));
-  int steps = static_cast<int>(args.get_int("steps", 32, "timed decode steps per batch size"));
+  int steps = static_cast<int>(args.get_int("steps", 8, "timed decode steps per round"));
+  int rounds = static_cast<int>(args.get_int("rounds", 5, "rounds per batch size (bandwidth measured before each)"));
   int block_size = static_cast<int>(args.get_int("block-size", 16, "KV block size"));
+  bool breakdown = args.get_flag("breakdown", "print time per region for the last batch size");
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   if (args.help_or_finish()) return 0;
 
@@ -56,45 +60,74 @@ int run_bench_decode(Args& args) {
     model->init_weights(1);
   }
   cfg = model->config();
-  DL_CHECK(context + steps <= cfg.max_position, "--context + --steps exceeds the model's context %d", cfg.max_position);
+  DL_CHECK(steps > 0 && rounds > 0, "--steps and --rounds must be positive");
   InferenceModel engine(model);
-  MemoryBandwidth bw = measure_memory_bandwidth();
   double wbytes = weight_bytes_per_step(cfg);
+  // Memory bandwidth on shared machines drifts by tens of percent within minutes, so
+  // every round measures it right before its decode steps and the roofline ratio is
+  // taken per round (median over rounds).
   std::printf("model:      %s\n", cfg.describe().c_str());
-  std::printf("memory:     %.1f GB/s (STREAM triad, %d threads)\n", bw.triad_gb_per_s, num_threads());
-  std::printf("weights:    %.1f MB read per decode step -> roofline %.2f ms/step\n", wbytes / 1e6,
-              wbytes / (bw.triad_gb_per_s * 1e9) * 1e3);
-  std::printf("\n%6s %12s %12s %14s %12s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "roofline");
+  std::printf("weights:    %.1f MB read per decode step (every matrix and the head once)\n", wbytes / 1e6);
+  std::printf("threads:    %d; %d rounds x %d steps per batch size, each round after a bandwidth measurement\n",
+              num_threads(), rounds, steps);
+  std::printf("\n%6s %10s %10s %12s %12s %12s %10s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "read GB/s",
+              "triad GB/s", "roofline");
 
   for (const std::string& b_text : split(batches, ',')) {
     int B = static_cast<int>(parse_size(b_text, "--batch"));
     DL_CHECK(B > 0 && B <= 1024, "--batch entries must be in [1, 1024]");
-    int blocks_per_seq = (context + steps + block_size - 1) / block_size;
+    const int total_steps = rounds * steps;
+    DL_CHECK(context + total_steps <= cfg.max_position, "--context + rounds x steps exceeds the model's context %d",
+             cfg.max_position);
+    int blocks_per_seq = (context + total_steps + block_size - 1) / block_size;
     PagedKvCache cache(cfg, B * blocks_per_seq, block_size);
     std::vector<std::vector<int32_t>> tables(B), tokens(B);
     CounterRng rng(3);
     for (int s = 0; s < B; ++s) {
       for (int i = 0; i < blocks_per_seq; ++i) tables[s].push_back(s * blocks_per_seq + i);
-      for (int i = 0; i < context + steps; ++i) tokens[s].push_back(static_cast<int32_t>(rng.below(cfg.vocab_size)));
+      for (int i = 0; i < context + total_steps; ++i)
+        tokens[s].push_back(static_cast<int32_t>(rng.below(cfg.vocab_size)));
     }
     std::vector<float> logits;
     for (int s = 0; s < B; ++s) {
       InferenceChunk c{tokens[s].data(), context, 0, tables[s].data(), blocks_per_seq, true};
       engine.forward({c}, cache, logits);
     }
-    std::vector<double> ms;
-    for (int step = 0; step < steps; ++step) {
-      std::vector<InferenceChunk> batch;
-      for (int s = 0; s < B; ++s)
-        batch.push_back({tokens[s].data() + context + step, 1, context + step, tables[s].data(), blocks_per_seq, true});
-      Timer t;
-      engine.forward(batch, cache, logits);
-      ms.push_back(t.millis());
+    std::vector<double> ms, read_bw, triad_bw, ratio;
+    Profiler::reset();
+    int pos = context;
+    for (int round = 0; round < rounds; ++round) {
+      MemoryBandwidth bw = measure_memory_bandwidth(256, 2);
+      read_bw.push_back(bw.read_gb_per_s);
+      triad_bw.push_back(bw.triad_gb_per_s);
+      Profiler::set_enabled(breakdown);
+      std::vector<double> round_ms;
+      for (int step = 0; step < steps; ++step, ++pos) {
+        std::vector<InferenceChunk> batch;
+        for (int s = 0; s < B; ++s)
+          batch.push_back({tokens[s].data() + pos, 1, pos, tables[s].data(), blocks_per_seq, true});
+        Timer t;
+        engine.forward(batch, cache, logits);
+        round_ms.push_back(t.millis());
+      }
+      Profiler::set_enabled(false);
+      double m = median(round_ms);
+      ms.insert(ms.end(), round_ms.begin(), round_ms.end());
+      ratio.push_back(wbytes / (m / 1e3) / 1e9 / bw.read_gb_per_s);
     }
     double m = median(ms);
-    double gbs = wbytes / (m / 1e3) / 1e9;
-    std::printf("%6d %12.2f %12.1f %14.1f %11.1f%%\n", B, m, B / (m / 1e3), gbs, 100.0 * gbs / bw.triad_gb_per_s);
+    std::printf("%6d %10.2f %10.1f %12.1f %12.1f %12.1f %9.1f%%\n", B, m, B / (m / 1e3), wbytes / (m / 1e3) / 1e9,
+                median(read_bw), median(triad_bw), 100.0 * median(ratio));
     std::fflush(stdout);
+  }
+  Profiler::set_enabled(false);
+  if (breakdown) {
+    double step_total = 0;
+    for (const auto& e : Profiler::snapshot()) step_total += e.seconds;
+    std::printf("\n%-22s %10s\n", "region (last batch)", "ms/step");
+    for (const auto& e : Profiler::snapshot())
+      std::printf("%-22s %10.3f\n", e.name.c_str(), e.seconds * 1e3 / (steps * rounds));
+    std::printf("%-22s %10.3f\n", "(sum of regions)", step_total * 1e3 / (steps * rounds));
   }
   return 0;
 }

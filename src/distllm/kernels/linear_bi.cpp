@@ -1,46 +1,72 @@
 #include "distllm/kernels/linear_bi.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
 
 namespace distllm::kernels {
 
+PackedLinear::PackedLinear(const float* weight, int N, int K) : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes) {
+  const int groups = (N + kRows - 1) / kRows;
+  data_.resize(static_cast<size_t>(groups) * k_chunks_ * kRows * kLanes);  // zero-filled: padding stays 0
+  parallel_for(0, groups, [&](int64_t g) {
+    float* dst = data_.data() + g * k_chunks_ * kRows * kLanes;
+    for (int c = 0; c < k_chunks_; ++c)
+      for (int j = 0; j < kRows; ++j) {
+        int64_t n = g * kRows + j;
+        if (n >= N) continue;
+        int k0 = c * kLanes, len = std::min(kLanes, K - k0);
+        std::memcpy(dst + (c * kRows + j) * kLanes, weight + n * K + k0, sizeof(float) * len);
+      }
+  });
+}
+
 namespace scalar {
 
-void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* weight, const float* bias,
-                    int mr, int K, int n0, int n1) {
-  for (int r = 0; r < mr; ++r)
-    for (int n = n0; n < n1; ++n) {
-      const float* w = weight + static_cast<int64_t>(n) * K;
-      const float* xr = x + r * ldx;
-      float s = 0.0f;
-      for (int k = 0; k < K; ++k) s += xr[k] * w[k];
-      out[r * ldo + n] = s + (bias ? bias[n] : 0.0f);
+void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
+                    int mr, int g0, int g1) {
+  const int K = w.K();
+  for (int g = g0; g < g1; ++g) {
+    const float* p = w.group(g);
+    for (int j = 0; j < PackedLinear::kRows; ++j) {
+      int n = g * PackedLinear::kRows + j;
+      if (n >= w.N()) break;
+      for (int r = 0; r < mr; ++r) {
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k)
+          s += x[r * ldx + k] * p[((k / PackedLinear::kLanes) * PackedLinear::kRows + j) * PackedLinear::kLanes +
+                                  k % PackedLinear::kLanes];
+        out[r * ldo + n] = s + (bias ? bias[n] : 0.0f);
+      }
     }
+  }
 }
 
 }  // namespace scalar
 
-void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const float* weight, const float* bias, int64_t M,
-               int K, int N) {
-  if (M <= 0 || N <= 0) return;
+void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
+               int64_t M) {
+  if (M <= 0 || w.N() <= 0) return;
   auto tile = use_avx2() ? avx2::linear_bi_tile : scalar::linear_bi_tile;
   // Rows are processed in panels small enough that a panel of x stays in L2 while
-  // every weight row streams past it once; decode (M <= panel) reads W once.
-  const int64_t bytes_per_row = static_cast<int64_t>(K) * 4;
+  // the weight streams past it once; decode (M <= panel) reads W exactly once.
+  const int64_t bytes_per_row = static_cast<int64_t>(w.K()) * 4;
   const int64_t panel = std::max<int64_t>(3, std::min<int64_t>(96, (256 * 1024) / bytes_per_row / 3 * 3));
-  constexpr int kColumnsPerTask = 32;
-  const int64_t tasks = (N + kColumnsPerTask - 1) / kColumnsPerTask;
+  constexpr int kGroupsPerTask = 8;
+  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
+  const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
   for (int64_t m0 = 0; m0 < M; m0 += panel) {
     const int64_t rows = std::min(panel, M - m0);
+    // Static contiguous halves: each thread streams one long run of the packed
+    // weight (measured faster than dynamic scheduling for decode).
     parallel_for(0, tasks, [&](int64_t t) {
-      int n0 = static_cast<int>(t * kColumnsPerTask);
-      int n1 = std::min(N, n0 + kColumnsPerTask);
+      int g0 = static_cast<int>(t * kGroupsPerTask);
+      int g1 = std::min(groups, g0 + kGroupsPerTask);
       for (int64_t r = 0; r < rows; r += 3) {
         int mr = static_cast<int>(std::min<int64_t>(3, rows - r));
-        tile(out + (m0 + r) * ldo, ldo, x + (m0 + r) * ldx, ldx, weight, bias, mr, K, n0, n1);
+        tile(out + (m0 + r) * ldo, ldo, x + (m0 + r) * ldx, ldx, w, bias, mr, g0, g1);
       }
     });
   }

@@ -1,26 +1,53 @@
 // Batch-invariant linear layer for inference: out[m, n] = dot(x[m, :], W[n, :]) + b[n]
-// with W in [N, K] (out, in) layout.
+// for a weight W given in [N, K] (out, in) layout.
 //
 // Every output element is reduced in one fixed order (8-lane partial sums over k
 // ascending, then a fixed horizontal sum), whatever M is, how rows are grouped
 // into tiles, or how many threads run. A sequence therefore gets bit-identical
 // logits whether it runs alone, in a batch of 16, in one prefill or in chunks, or
 // recomputed after preemption. OpenBLAS does not promise this (its results for a
-// row change with M), so serving does not use it.
+// row change with M), so inference does not use it.
+//
+// The weight is packed once into groups of 4 output rows whose 8-wide k-chunks are
+// interleaved ([N/4][K/8][4][8], zero-padded), so a tile reads one sequential stream
+// instead of four: decode is bound by how fast weights stream from memory.
 #pragma once
 
 #include <cstdint>
 
+#include "distllm/base/aligned_buffer.h"
+
 namespace distllm::kernels {
 
-void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const float* weight, const float* bias, int64_t M,
-               int K, int N);
+class PackedLinear {
+ public:
+  static constexpr int kRows = 4;   // output rows per group
+  static constexpr int kLanes = 8;  // k per chunk
 
-// Tile kernels: rows [0, mr) of x against weight rows [n0, n1), writing
-// out[r * ldo + n]. mr <= 3.
-#define DISTLLM_LINEAR_BI_KERNELS                                                                     \
-  void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* weight,    \
-                      const float* bias, int mr, int K, int n0, int n1);
+  PackedLinear() = default;
+  // Packs W [N, K] (row-major).
+  PackedLinear(const float* weight, int N, int K);
+
+  int N() const { return N_; }
+  int K() const { return K_; }
+  int k_chunks() const { return k_chunks_; }
+  // The group holding rows [4g, 4g + 4): k_chunks() * 32 floats.
+  const float* group(int g) const { return data_.data() + static_cast<int64_t>(g) * k_chunks_ * kRows * kLanes; }
+  size_t bytes() const { return data_.size() * sizeof(float); }
+
+ private:
+  int N_ = 0, K_ = 0, k_chunks_ = 0;
+  AlignedBuffer<float> data_;
+};
+
+void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
+               int64_t M);
+
+// Tile kernels: rows [0, mr) of x (mr <= 3) against the row groups [g0, g1),
+// writing out[r * ldo + n] for every real row n of those groups.
+#define DISTLLM_LINEAR_BI_KERNELS                                                                   \
+  void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, \
+                      const float* bias, int mr, int g0, int g1);
 
 namespace scalar {
 DISTLLM_LINEAR_BI_KERNELS

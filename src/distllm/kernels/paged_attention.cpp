@@ -52,10 +52,10 @@ void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) 
   }
   const int rep = kv.n_head / kv.n_kv_head;
   auto unit = use_avx2() ? avx2::paged_attention_unit : scalar::paged_attention_unit;
-  std::vector<std::vector<float>> scratch(num_threads());
-  parallel_chunks(0, first_task.back(), [&](int64_t lo, int64_t hi, int thread) {
-    std::vector<float>& scores = scratch[thread];
-    scores.resize(static_cast<size_t>(rep) * max_ctx);
+  parallel_chunks(0, first_task.back(), [&](int64_t lo, int64_t hi, int) {
+    // Per-thread scratch that outlives the call: decode runs this every layer.
+    thread_local std::vector<float> scores;
+    if (scores.size() < static_cast<size_t>(rep) * max_ctx) scores.resize(static_cast<size_t>(rep) * max_ctx);
     size_t s = std::upper_bound(first_task.begin(), first_task.end(), lo) - first_task.begin() - 1;
     for (int64_t t = lo; t < hi; ++t) {
       while (t >= first_task[s + 1]) ++s;

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <vector>
 
 #include "distllm/kernels/paged_attention.h"
 #include "distllm/kernels/simd_avx2.h"
@@ -6,8 +7,16 @@
 
 namespace distllm::kernels::avx2 {
 
-void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
-  const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
+namespace {
+
+// One (query row, kv head) unit for head_dim = 8 * NC: the query and the output of
+// each head stay in registers, scores for four keys are reduced together, and
+// every key's and value's row is loaded once per query head. All of it depends only
+// on the query's own position, so the result is the same in any batch.
+template <int NC>
+void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
+  constexpr int D = NC * 8;
+  const int rep = kv.n_head / kv.n_kv_head;
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
@@ -16,17 +25,41 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g
     return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
                       kv_dim + static_cast<int64_t>(g) * D;
   };
-  // Scores: each key row is loaded once for all query heads that share it.
-  for (int j = 0; j < ctx; ++j) {
-    const float* kj = key_row(kv.k, j);
-    for (int i = 0; i < rep; ++i) scores[static_cast<int64_t>(i) * ctx + j] = dot(qrow + i * D, kj, D) * kv.scale;
-  }
-  std::vector<float> inv_sum(rep);
+  const __m256 scale = _mm256_set1_ps(kv.scale);
   for (int i = 0; i < rep; ++i) {
+    __m256 qv[NC];
+    for (int c = 0; c < NC; ++c) qv[c] = _mm256_loadu_ps(qrow + i * D + c * 8);
     float* s = scores + static_cast<int64_t>(i) * ctx;
+    int j = 0;
+    for (; j + 4 <= ctx; j += 4) {
+      const float* k0 = key_row(kv.k, j);
+      const float* k1 = key_row(kv.k, j + 1);
+      const float* k2 = key_row(kv.k, j + 2);
+      const float* k3 = key_row(kv.k, j + 3);
+      __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k0)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k1));
+      __m256 a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k2)), a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k3));
+      for (int c = 1; c < NC; ++c) {
+        a0 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k0 + c * 8), a0);
+        a1 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k1 + c * 8), a1);
+        a2 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k2 + c * 8), a2);
+        a3 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k3 + c * 8), a3);
+      }
+      // Horizontal sums of four vectors at once.
+      __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+      __m256 h = _mm256_hadd_ps(h01, h23);
+      __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      _mm_storeu_ps(s + j, _mm_mul_ps(sum4, _mm256_castps256_ps128(scale)));
+    }
+    for (; j < ctx; ++j) {
+      const float* kj = key_row(kv.k, j);
+      __m256 a = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kj));
+      for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(kj + c * 8), a);
+      s[j] = simd::hsum(a) * kv.scale;
+    }
+    // Softmax numerators in place; the normaliser is applied at the end.
     float mx = max_value(s, ctx);
     __m256 vmax = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
-    int j = 0;
+    j = 0;
     for (; j + 8 <= ctx; j += 8) {
       __m256 e = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmax));
       _mm256_storeu_ps(s + j, e);
@@ -39,15 +72,64 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g
       acc = _mm256_add_ps(acc, e);
     }
     inv_sum[i] = 1.0f / simd::hsum(acc);
+    // Weighted values, keys ascending, accumulated in registers.
+    __m256 o[NC];
+    for (int c = 0; c < NC; ++c) o[c] = _mm256_setzero_ps();
+    for (j = 0; j < ctx; ++j) {
+      const float* vj = key_row(kv.v, j);
+      __m256 p = _mm256_set1_ps(s[j]);
+      for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + c * 8), o[c]);
+    }
+    __m256 inv = _mm256_set1_ps(inv_sum[i]);
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(orow + i * D + c * 8, _mm256_mul_ps(o[c], inv));
+  }
+}
+
+// Any head_dim: vector primitives over memory.
+void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
+  const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
+  const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
+  const int ctx = q.first_pos + row + 1;
+  const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
+  float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
+  auto key_row = [&](const float* base, int j) {
+    return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
+                      kv_dim + static_cast<int64_t>(g) * D;
+  };
+  for (int j = 0; j < ctx; ++j) {
+    const float* kj = key_row(kv.k, j);
+    for (int i = 0; i < rep; ++i) scores[static_cast<int64_t>(i) * ctx + j] = dot(qrow + i * D, kj, D) * kv.scale;
+  }
+  for (int i = 0; i < rep; ++i) {
+    float* s = scores + static_cast<int64_t>(i) * ctx;
+    float mx = max_value(s, ctx);
+    float sum = 0.0f;
+    for (int j = 0; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    inv_sum[i] = 1.0f / sum;
     float* o = orow + i * D;
     for (int d = 0; d < D; ++d) o[d] = 0.0f;
   }
-  // Weighted values, keys ascending; again one load of each value row per group.
   for (int j = 0; j < ctx; ++j) {
     const float* vj = key_row(kv.v, j);
     for (int i = 0; i < rep; ++i) axpy(orow + i * D, scores[static_cast<int64_t>(i) * ctx + j], vj, D);
   }
   for (int i = 0; i < rep; ++i) scale(orow + i * D, inv_sum[i], D);
+}
+
+}  // namespace
+
+void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
+  const int rep = kv.n_head / kv.n_kv_head;
+  thread_local std::vector<float> inv_sum;
+  if (inv_sum.size() < static_cast<size_t>(rep)) inv_sum.resize(rep);
+  switch (kv.head_dim) {
+    case 32: unit_fixed<4>(kv, q, row, g, scores, inv_sum.data()); return;
+    case 64: unit_fixed<8>(kv, q, row, g, scores, inv_sum.data()); return;
+    case 80: unit_fixed<10>(kv, q, row, g, scores, inv_sum.data()); return;
+    case 96: unit_fixed<12>(kv, q, row, g, scores, inv_sum.data()); return;
+    case 128: unit_fixed<16>(kv, q, row, g, scores, inv_sum.data()); return;
+    default: unit_generic(kv, q, row, g, scores, inv_sum.data()); return;
+  }
 }
 
 }  // namespace distllm::kernels::avx2

@@ -5,6 +5,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
+#include "distllm/base/profiler.h"
 #include "distllm/kernels/activation.h"
 #include "distllm/kernels/embedding.h"
 #include "distllm/kernels/linear_bi.h"
@@ -35,30 +36,25 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
     : model_(std::move(model)), cfg_(model_->config()) {
   const ParamLayout& layout = model_->layout();
   float* base = const_cast<float*>(model_->params());  // views only; never written
-  const int64_t C = cfg_.n_embd;
-  if (cfg_.is_gpt2()) {
-    int64_t per_layer = C * cfg_.qkv_dim() + static_cast<int64_t>(cfg_.attn_dim()) * C +
-                        C * cfg_.mlp_in_dim() + static_cast<int64_t>(cfg_.mlp_act_dim()) * C;
-    transposed_.resize(static_cast<size_t>(per_layer * cfg_.n_layer));
-  }
-  float* t = transposed_.data();
+  const int C = cfg_.n_embd;
+  // GPT-2 stores Conv1D weights as [in, out]; pack wants [out, in].
+  std::vector<float> scratch;
+  auto pack = [&](const float* w, int in, int out) {
+    if (!cfg_.is_gpt2()) return PackedLinear(w, out, in);
+    scratch.resize(static_cast<size_t>(in) * out);
+    transpose(w, scratch.data(), in, out);
+    return PackedLinear(scratch.data(), out, in);
+  };
+  layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     LayerTensors w = layout.layer(base, l);
-    Layer L{w.attn_norm_w, w.attn_norm_b, w.qkv_w, w.qkv_b, w.attn_out_w, w.attn_out_b,
-            w.mlp_norm_w, w.mlp_norm_b, w.mlp_in_w, w.mlp_in_b, w.mlp_out_w, w.mlp_out_b};
-    if (cfg_.is_gpt2()) {
-      auto flip = [&](const float* src, int64_t in, int64_t out) {
-        transpose(src, t, in, out);
-        const float* r = t;
-        t += in * out;
-        return r;
-      };
-      L.qkv_w = flip(w.qkv_w, C, cfg_.qkv_dim());
-      L.attn_out_w = flip(w.attn_out_w, cfg_.attn_dim(), C);
-      L.mlp_in_w = flip(w.mlp_in_w, C, cfg_.mlp_in_dim());
-      L.mlp_out_w = flip(w.mlp_out_w, cfg_.mlp_act_dim(), C);
-    }
-    layers_.push_back(L);
+    Layer& L = layers_[l];
+    L.attn_norm_w = w.attn_norm_w, L.attn_norm_b = w.attn_norm_b, L.qkv_b = w.qkv_b, L.attn_out_b = w.attn_out_b;
+    L.mlp_norm_w = w.mlp_norm_w, L.mlp_norm_b = w.mlp_norm_b, L.mlp_in_b = w.mlp_in_b, L.mlp_out_b = w.mlp_out_b;
+    L.qkv = pack(w.qkv_w, C, cfg_.qkv_dim());
+    L.attn_out = pack(w.attn_out_w, cfg_.attn_dim(), C);
+    L.mlp_in = pack(w.mlp_in_w, C, cfg_.mlp_in_dim());
+    L.mlp_out = pack(w.mlp_out_w, cfg_.mlp_act_dim(), C);
   }
   EmbedTensors e = layout.embed(base);
   wte_ = e.wte;
@@ -66,7 +62,7 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
   HeadTensors h = layout.head(base);
   final_norm_w_ = h.norm_w;
   final_norm_b_ = h.norm_b;
-  lm_head_ = h.lm_head;
+  lm_head_ = PackedLinear(h.lm_head, cfg_.vocab_size, C);  // [V, C] in both families
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
 }
 
@@ -157,8 +153,14 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
 
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const Layer& w = layers_[l];
-    norm(w.attn_norm_w, w.attn_norm_b, x_.data(), h_.data(), N);
-    linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv_w, w.qkv_b, N, C, QKV);
+    {
+      DL_PROFILE("infer.norm");
+      norm(w.attn_norm_w, w.attn_norm_b, x_.data(), h_.data(), N);
+    }
+    {
+      DL_PROFILE("infer.linear.qkv");
+      linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv, w.qkv_b, N);
+    }
     if (!cfg_.is_gpt2()) {
       rope_apply(qkv_.data(), N, QKV, cfg_.n_head, positions.data(), rope_, false);
       rope_apply(qkv_.data() + A, N, QKV, cfg_.n_kv_head, positions.data(), rope_, false);
@@ -171,18 +173,33 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     });
     kv.k = k_pool;
     kv.v = v_pool;
-    paged_attention(kv, queries);
+    {
+      DL_PROFILE("infer.attention");
+      paged_attention(kv, queries);
+    }
     // attention output projection + residual (in place on x)
-    linear_bi(h_.data(), C, att_.data(), A, w.attn_out_w, w.attn_out_b, N, A, C);
+    {
+      DL_PROFILE("infer.linear.attn_out");
+      linear_bi(h_.data(), C, att_.data(), A, w.attn_out, w.attn_out_b, N);
+    }
     add_inplace(x_.data(), h_.data(), N * C);
-    norm(w.mlp_norm_w, w.mlp_norm_b, x_.data(), h_.data(), N);
-    linear_bi(mlp_in_.data(), cfg_.mlp_in_dim(), h_.data(), C, w.mlp_in_w, w.mlp_in_b, N, C, cfg_.mlp_in_dim());
+    {
+      DL_PROFILE("infer.norm");
+      norm(w.mlp_norm_w, w.mlp_norm_b, x_.data(), h_.data(), N);
+    }
+    {
+      DL_PROFILE("infer.linear.mlp_in");
+      linear_bi(mlp_in_.data(), cfg_.mlp_in_dim(), h_.data(), C, w.mlp_in, w.mlp_in_b, N);
+    }
     if (cfg_.is_gpt2()) {
       gelu_forward(mlp_act_.data(), mlp_in_.data(), N * cfg_.mlp_act_dim());
     } else {
       swiglu_forward(mlp_act_.data(), mlp_in_.data(), N, cfg_.intermediate_size);
     }
-    linear_bi(h_.data(), C, mlp_act_.data(), cfg_.mlp_act_dim(), w.mlp_out_w, w.mlp_out_b, N, cfg_.mlp_act_dim(), C);
+    {
+      DL_PROFILE("infer.linear.mlp_out");
+      linear_bi(h_.data(), C, mlp_act_.data(), cfg_.mlp_act_dim(), w.mlp_out, w.mlp_out_b, N);
+    }
     add_inplace(x_.data(), h_.data(), N * C);
   }
 
@@ -197,7 +214,10 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     }
   }
   norm(final_norm_w_, final_norm_b_, last_.data(), h_.data(), n_logits);
-  linear_bi(logits.data(), V, h_.data(), C, lm_head_, nullptr, n_logits, C, V);
+  {
+    DL_PROFILE("infer.linear.lm_head");
+    linear_bi(logits.data(), V, h_.data(), C, lm_head_, nullptr, n_logits);
+  }
 }
 
 }  // namespace distllm

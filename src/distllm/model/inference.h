@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/kernels/linear_bi.h"
 #include "distllm/kernels/rope.h"
 #include "distllm/model/kv_cache.h"
 #include "distllm/model/transformer.h"
@@ -29,8 +30,9 @@ struct InferenceChunk {
 
 class InferenceModel {
  public:
-  // Weights are laid out for inference: every linear is [out, in] (GPT-2's Conv1D
-  // weights are transposed once here; Llama's are used in place).
+  // Weights are packed for inference (kernels::PackedLinear): every linear as
+  // [out, in] in groups of 4 interleaved rows (GPT-2's Conv1D [in, out] weights are
+  // transposed first). Norms, biases and embeddings are read in place.
   explicit InferenceModel(std::shared_ptr<const Transformer> model);
 
   const ModelConfig& config() const { return cfg_; }
@@ -42,18 +44,18 @@ class InferenceModel {
 
  private:
   struct Layer {
-    const float *attn_norm_w, *attn_norm_b, *qkv_w, *qkv_b, *attn_out_w, *attn_out_b;
-    const float *mlp_norm_w, *mlp_norm_b, *mlp_in_w, *mlp_in_b, *mlp_out_w, *mlp_out_b;
+    const float *attn_norm_w, *attn_norm_b, *qkv_b, *attn_out_b;
+    const float *mlp_norm_w, *mlp_norm_b, *mlp_in_b, *mlp_out_b;
+    kernels::PackedLinear qkv, attn_out, mlp_in, mlp_out;
   };
   std::shared_ptr<const Transformer> model_;
   ModelConfig cfg_;
-  AlignedBuffer<float> transposed_;  // gpt2 block weights in [out, in] layout
   std::vector<Layer> layers_;
+  kernels::PackedLinear lm_head_;
   const float* wte_ = nullptr;
   const float* wpe_ = nullptr;
   const float* final_norm_w_ = nullptr;
   const float* final_norm_b_ = nullptr;
-  const float* lm_head_ = nullptr;
   kernels::RopeTable rope_;
   // Scratch, grown to the largest batch seen.
   AlignedBuffer<float> x_, h_, qkv_, att_, mlp_in_, mlp_act_, last_;
