@@ -2,16 +2,16 @@
 # Batch-1 decode through the server against the memory-bandwidth roofline.
 # Target (gpt2-124M-shaped, fp32, 2 cores): >= 80% of roofline.
 #   bash bench/serve_decode_roofline.sh MODEL_DIR
-# The roofline (ms per token = weight bytes read per decode step / measured STREAM
-# triad bandwidth) comes from `distllm bench decode`; the server's figure is the
-# median TPOT of single requests (max concurrency 1) measured by `bench serve`.
+# The roofline (ms per token = weight bytes read per decode step / read bandwidth
+# measured in the same run) comes from `distllm bench decode`; the server's figure
+# is the median TPOT of single requests (max concurrency 1) measured by `bench serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/serve_common.sh
 MODEL=${1:?usage: serve_decode_roofline.sh MODEL_DIR}
 OUT=${OUT:-/tmp/serve_decode_roofline.json}
 roof=$("$DISTLLM" bench decode --model "$MODEL" --batch 1 --threads "$THREADS" | tee /dev/stderr |
-       awk '/^weights:/ {for (i = 1; i <= NF; i++) if ($i == "ms/step") print $(i - 1)}')
+       awk '/^roofline:/ {print $2}')
 start_server "$MODEL"
 bench --max-concurrency 1 --num-prompts 16 --input-len 32 --output-len 128
 tpot=$(json_field "$OUT" median_tpot_ms)

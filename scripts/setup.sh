@@ -15,8 +15,12 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev libomp-dev
   python3 python3-numpy python3-torch python3-jinja2
   fortunes
-  nodejs npm curl ca-certificates
+  curl ca-certificates
 )
+# Node.js + npm only when the machine has none: some images ship NodeSource's nodejs
+# (which bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1; then APT_PACKAGES+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then APT_PACKAGES+=(npm); fi
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
   missing=()

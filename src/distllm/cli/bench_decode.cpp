@@ -73,6 +73,7 @@ int run_bench_decode(Args& args) {
   std::printf("\n%6s %10s %10s %12s %12s %12s %10s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "read GB/s",
               "triad GB/s", "roofline");
 
+  std::vector<double> all_read_bw;
   for (const std::string& b_text : split(batches, ',')) {
     int B = static_cast<int>(parse_size(b_text, "--batch"));
     DL_CHECK(B > 0 && B <= 1024, "--batch entries must be in [1, 1024]");
@@ -115,11 +116,14 @@ int run_bench_decode(Args& args) {
       ms.insert(ms.end(), round_ms.begin(), round_ms.end());
       ratio.push_back(wbytes / (m / 1e3) / 1e9 / bw.read_gb_per_s);
     }
+    all_read_bw.insert(all_read_bw.end(), read_bw.begin(), read_bw.end());
     double m = median(ms);
     std::printf("%6d %10.2f %10.1f %12.1f %12.1f %12.1f %9.1f%%\n", B, m, B / (m / 1e3), wbytes / (m / 1e3) / 1e9,
                 median(read_bw), median(triad_bw), 100.0 * median(ratio));
     std::fflush(stdout);
   }
+  double bw = median(all_read_bw);
+  std::printf("\nroofline: %.2f ms/step at the median read bandwidth %.1f GB/s\n", wbytes / (bw * 1e9) * 1e3, bw);
   Profiler::set_enabled(false);
   if (breakdown) {
     double step_total = 0;
