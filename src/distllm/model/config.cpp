@@ -20,7 +20,11 @@ int llama_default_intermediate(int n_embd) {
 
 void ModelConfig::normalize() {
   if (family == ModelFamily::kGpt2) n_kv_head = n_head;
-  if (head_dim == 0 && n_head > 0) head_dim = n_embd / n_head;
+  if (head_dim == 0 && n_head > 0) {
+    // Without an explicit head_dim the heads split the width evenly (as Hugging Face).
+    DL_CHECK(n_embd % n_head == 0, "n_head (%d) must divide n_embd (%d) unless head_dim is given", n_head, n_embd);
+    head_dim = n_embd / n_head;
+  }
   if (intermediate_size == 0)
     intermediate_size = family == ModelFamily::kGpt2 ? 4 * n_embd : llama_default_intermediate(n_embd);
   validate();

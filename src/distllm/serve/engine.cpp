@@ -5,6 +5,7 @@
 #include <random>
 
 #include "distllm/base/log.h"
+#include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
 
@@ -364,20 +365,37 @@ void Engine::step() {
   for (const ScheduledChunk& c : out.chunks) rows += c.need_logits ? 1 : 0;
   DL_CHECK(logits.size() == rows * vocab, "model runner returned %zu logits, expected %zu rows of %zu", logits.size(),
            rows, vocab);
+  // Sample every row first, in parallel (a full-vocabulary softmax per row is a
+  // visible share of a decode step at batch 16), then apply the results in batch
+  // order on this thread. Each row's draw depends only on its own logits, seed and
+  // step, so the split across threads changes nothing.
+  std::vector<RequestState*> row_state;
+  row_state.reserve(rows);
+  for (const ScheduledChunk& c : out.chunks)
+    if (c.need_logits) row_state.push_back(requests_.at(c.seq->id).get());
+  std::vector<SampleResult> samples(rows);
+  std::vector<std::string> errors(rows);
+  if (scratch_.size() < static_cast<size_t>(num_threads())) scratch_.resize(static_cast<size_t>(num_threads()));
+  parallel_chunks(0, static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      std::span<const float> row_logits(logits.data() + i * vocab, vocab);
+      const RequestState& st = *row_state[i];
+      try {
+        samples[i] = sample_token(row_logits, st.req.sampling, static_cast<uint64_t>(st.seq.num_generated()),
+                                  scratch_[static_cast<size_t>(t)]);
+      } catch (const std::exception& e) {
+        errors[i] = std::string("sampling failed: ") + e.what();
+      }
+    }
+  });
   const double now = now_seconds();
-  size_t row = 0;
-  for (const ScheduledChunk& c : out.chunks) {
-    if (!c.need_logits) continue;
-    std::span<const float> row_logits(logits.data() + row++ * vocab, vocab);
-    RequestState& st = *requests_.at(c.seq->id);
-    SampleResult sample;
-    try {
-      sample = sample_token(row_logits, st.req.sampling, static_cast<uint64_t>(st.seq.num_generated()), scratch_);
-    } catch (const std::exception& e) {
-      finish(st, FinishReason::kError, std::string("sampling failed: ") + e.what());
+  for (size_t i = 0; i < rows; ++i) {
+    if (!errors[i].empty()) {
+      finish(*row_state[i], FinishReason::kError, errors[i]);
       continue;
     }
-    process_sample(st, sample, now);
+    process_sample(*row_state[i], samples[i], now);
   }
   if (config_.check_invariants) kv_.check_invariants();
 }

@@ -159,7 +159,7 @@ class Engine {
   int max_model_len_ = 0;
   KvCacheManager kv_;
   Scheduler scheduler_;
-  SamplerScratch scratch_;
+  std::vector<SamplerScratch> scratch_;  // one per sampling thread
 
   // Engine-thread state.
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
