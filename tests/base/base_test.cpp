@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
+#include <thread>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/base/error.h"
@@ -100,6 +102,26 @@ TEST(Parallel, ForCoversRangeOnce) {
     for (int h : chunk_hits) EXPECT_EQ(h, 1);
   }
   set_num_threads(saved);
+}
+
+TEST(Parallel, TransientThreadReturnsAndRethrows) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  auto value = run_on_transient_thread([&] {
+    ran_on = std::this_thread::get_id();
+    int64_t sum = 0;
+    parallel_for(0, 100, [&](int64_t i) {
+#pragma omp atomic
+      sum += i;
+    });
+    return std::make_unique<int64_t>(sum);  // move-only results work
+  });
+  EXPECT_EQ(*value, 4950);
+  EXPECT_NE(ran_on, caller);
+  int calls = 0;
+  run_on_transient_thread([&] { ++calls; });
+  EXPECT_EQ(calls, 1);
+  EXPECT_THROW(run_on_transient_thread([]() -> int { throw_error("bad input"); }), Error);
 }
 
 }  // namespace

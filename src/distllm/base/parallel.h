@@ -3,6 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <utility>
 
 namespace distllm {
 
@@ -43,6 +48,40 @@ void parallel_chunks(int64_t begin, int64_t end, Fn&& fn) {
     int64_t lo = begin + n * t / threads;
     int64_t hi = begin + n * (t + 1) / threads;
     fn(lo, hi, t);
+  }
+}
+
+// Runs fn() on a new thread, waits for it, and returns its result (rethrowing what
+// it threw). OpenMP keeps a pool of worker threads for every thread that opens a
+// parallel region, for as long as that thread lives. Work done before a long-lived
+// compute thread starts (loading and packing weights) goes here, so its pool goes
+// away with the thread: otherwise libgomp counts more threads than cores and makes
+// every worker sleep right after each region, and waking them costs more than a
+// decode step's worth of small loops (seen as 16% of server time in futex calls).
+template <typename Fn>
+auto run_on_transient_thread(Fn&& fn) -> decltype(fn()) {
+  using Result = decltype(fn());
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<Result>) {
+    std::thread([&] {
+      try {
+        fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }).join();
+    if (error) std::rethrow_exception(error);
+  } else {
+    std::optional<Result> result;
+    std::thread([&] {
+      try {
+        result.emplace(fn());
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }).join();
+    if (error) std::rethrow_exception(error);
+    return std::move(*result);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -57,7 +58,10 @@ int run_serve(Args& args) {
   scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
   if (scfg.model_name.empty()) scfg.model_name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
 
-  serve::ModelBundle bundle = serve::load_model_bundle(model_dir, tokenizer_path);
+  // Everything that runs parallel loops before the engine thread takes over does so
+  // on a thread that then exits (see run_on_transient_thread).
+  serve::ModelBundle bundle =
+      run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   std::shared_ptr<Transformer> model = bundle.model;
   scfg.default_stop_token_ids = bundle.eos_ids;
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
@@ -67,9 +71,11 @@ int run_serve(Args& args) {
           : serve::ChatFormatter::from_template(read_file(chat_template), chat_template,
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
-  serve::InferenceRunner runner(model);
+  auto runner = run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model); });
   serve::ServeMetrics metrics(scfg.model_name);
-  serve::Engine engine(runner, codec, ecfg, metrics);
+  auto engine_ptr =
+      run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics); });
+  serve::Engine& engine = *engine_ptr;
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
   engine.start();
