@@ -11,14 +11,21 @@ namespace {
 // zero there, exactly as a masked dot product would be. No software prefetch: the
 // packed layout is one sequential stream per thread, which the hardware prefetcher
 // follows better than any distance we tried (0-32 KB; see docs/benchmarks.md).
+// Batches sweep each block of groups once per 3-row tile, which the hardware
+// prefetcher does not run ahead of: there the caller asks for the next block
+// (`ahead` floats further on; 0 = none) during a sweep that computes from cache.
 template <int MR>
 inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* p, int k_chunks, int K,
-                       const float* bias, int n0, int n_valid) {
+                       const float* bias, int n0, int n_valid, int64_t ahead, const float* end) {
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
   const int full = K / 8;
   for (int c = 0; c < full; ++c, p += 32) {
+    if (ahead > 0 && p + ahead < end) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead + 16), _MM_HINT_T1);
+    }
     __m256 xv[MR];
     for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + c * 8);
     for (int j = 0; j < 4; ++j) {
@@ -41,22 +48,26 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
 
 template <int MR>
 void tile_rows(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias, int g0,
-               int g1) {
+               int g1, int prefetch_groups) {
+  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
+  const int64_t group_floats = static_cast<int64_t>(w.k_chunks()) * PackedLinear::kRows * 8;
+  const float* end = w.group(0) + groups * group_floats;
+  const int64_t ahead = prefetch_groups * group_floats;
   for (int g = g0; g < g1; ++g) {
     int n0 = g * PackedLinear::kRows;
     int n_valid = w.N() - n0 < PackedLinear::kRows ? w.N() - n0 : PackedLinear::kRows;
-    group_tile<MR>(out, ldo, x, ldx, w.group(g), w.k_chunks(), w.K(), bias, n0, n_valid);
+    group_tile<MR>(out, ldo, x, ldx, w.group(g), w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end);
   }
 }
 
 }  // namespace
 
 void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
-                    int mr, int g0, int g1) {
+                    int mr, int g0, int g1, int prefetch_groups) {
   switch (mr) {
-    case 1: tile_rows<1>(out, ldo, x, ldx, w, bias, g0, g1); break;
-    case 2: tile_rows<2>(out, ldo, x, ldx, w, bias, g0, g1); break;
-    default: tile_rows<3>(out, ldo, x, ldx, w, bias, g0, g1); break;
+    case 1: tile_rows<1>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
+    case 2: tile_rows<2>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
+    default: tile_rows<3>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
   }
 }
 
