@@ -7,6 +7,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "distllm/tokenizer/utf8.h"
+
 namespace distllm::serve {
 
 using V = TemplateValue;
@@ -35,24 +37,6 @@ struct Segment {
 };
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class TemplateLexer {
  public:
@@ -214,7 +198,7 @@ class TemplateLexer {
               std::string hex = src_.substr(p, len);
               if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
                 fail(t.line, "bad escape in string literal");
-              append_utf8(t.text, static_cast<uint32_t>(std::strtoul(hex.c_str(), nullptr, 16)));
+              utf8_append(t.text, static_cast<uint32_t>(std::strtoul(hex.c_str(), nullptr, 16)));
               p += len;
               break;
             }

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "distllm/base/strings.h"
+#include "distllm/tokenizer/utf8.h"
 
 namespace distllm::serve::api {
 namespace {
@@ -158,25 +159,6 @@ void parse_stream(const Json& body, bool& stream, bool& include_usage) {
 
 void require_object(const Json& body) {
   if (!body.is_object()) throw ApiError(400, strprintf("the request body must be a JSON object, got %s", json_type_name(body)), "", "invalid_request_error");
-}
-
-// Appends UTF-8 of a code point.
-void put_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 }  // namespace
@@ -351,7 +333,7 @@ std::string token_display(const std::string& bytes) {
       out.append(bytes, i, len);
       i += len;
     } else {
-      put_utf8(out, 0xFFFD);
+      utf8_append(out, 0xFFFD);
       i += 1;
     }
   }
