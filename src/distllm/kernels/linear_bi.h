@@ -45,11 +45,13 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
 
 // Tile kernels: rows [0, mr) of x (mr <= 3) against the row groups [g0, g1),
 // writing out[r * ldo + n] for every real row n of those groups. prefetch_groups > 0
-// asks the kernel to pull the packed weights that many groups ahead towards L2
-// while it computes (a hint; results do not depend on it).
+// asks the kernel to pull the packed weights that many groups ahead towards L2 while
+// it computes: chunk c of each group is fetched when c % prefetch_period ==
+// prefetch_phase (a hint; results do not depend on it).
 #define DISTLLM_LINEAR_BI_KERNELS                                                                   \
   void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, \
-                      const float* bias, int mr, int g0, int g1, int prefetch_groups = 0);
+                      const float* bias, int mr, int g0, int g1, int prefetch_groups = 0,       \
+                      int prefetch_phase = 0, int prefetch_period = 1);
 
 namespace scalar {
 DISTLLM_LINEAR_BI_KERNELS

@@ -13,18 +13,27 @@ namespace {
 // follows better than any distance we tried (0-32 KB; see docs/benchmarks.md).
 // Batches sweep each block of groups once per 3-row tile, which the hardware
 // prefetcher does not run ahead of: there the caller asks for the next block
-// (`ahead` floats further on; 0 = none) during a sweep that computes from cache.
+// (`ahead` floats further on; 0 = none) during sweeps that compute from cache, one
+// chunk in every `period` starting at `phase`.
 template <int MR>
 inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* p, int k_chunks, int K,
-                       const float* bias, int n0, int n_valid, int64_t ahead, const float* end) {
+                       const float* bias, int n0, int n_valid, int64_t ahead, const float* end, int phase,
+                       int period) {
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
   const int full = K / 8;
+  int countdown = phase;
   for (int c = 0; c < full; ++c, p += 32) {
-    if (ahead > 0 && p + ahead < end) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(p + ahead + 16), _MM_HINT_T1);
+    if (ahead > 0) {
+      if (countdown == 0) {
+        if (p + ahead < end) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(p + ahead + 16), _MM_HINT_T1);
+        }
+        countdown = period;
+      }
+      --countdown;
     }
     __m256 xv[MR];
     for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + c * 8);
@@ -48,7 +57,7 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
 
 template <int MR>
 void tile_rows(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias, int g0,
-               int g1, int prefetch_groups) {
+               int g1, int prefetch_groups, int phase, int period) {
   const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
   const int64_t group_floats = static_cast<int64_t>(w.k_chunks()) * PackedLinear::kRows * 8;
   const float* end = w.group(0) + groups * group_floats;
@@ -56,18 +65,18 @@ void tile_rows(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   for (int g = g0; g < g1; ++g) {
     int n0 = g * PackedLinear::kRows;
     int n_valid = w.N() - n0 < PackedLinear::kRows ? w.N() - n0 : PackedLinear::kRows;
-    group_tile<MR>(out, ldo, x, ldx, w.group(g), w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end);
+    group_tile<MR>(out, ldo, x, ldx, w.group(g), w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end, phase, period);
   }
 }
 
 }  // namespace
 
 void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
-                    int mr, int g0, int g1, int prefetch_groups) {
+                    int mr, int g0, int g1, int prefetch_groups, int phase, int period) {
   switch (mr) {
-    case 1: tile_rows<1>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
-    case 2: tile_rows<2>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
-    default: tile_rows<3>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups); break;
+    case 1: tile_rows<1>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
+    case 2: tile_rows<2>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
+    default: tile_rows<3>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
   }
 }
 
