@@ -102,6 +102,14 @@ void ShmBackend::wait_all(uint64_t e, const OpContext& ctx) {
   }
 }
 
+void ShmBackend::stage_pieces(uint64_t e, const uint8_t* in, const size_t* counts, const size_t* displs, size_t k,
+                              size_t pe, size_t es) const {
+  for (int d = 0; d < n_; ++d) {
+    const size_t len = clamp_len(counts[d], k * pe, pe);
+    if (d != rank_ && len) std::memcpy(staging(rank_, e) + d * piece_, in + (displs[d] + k * pe) * es, len * es);
+  }
+}
+
 void ShmBackend::timeout(uint64_t e, const OpContext&) {
   BackendTimeout t;
   for (int r = 0; r < n_; ++r) {
@@ -198,9 +206,10 @@ void ShmBackend::allreduce_two_phase(const Op& op, const OpContext& ctx) {
   std::vector<size_t> begin(n + 1);
   for (size_t d = 0; d <= n; ++d) begin[d] = op.count * d / n;
   size_t longest = 0;
-  for (size_t d = 0; d < n; ++d) longest = std::max(longest, begin[d + 1] - begin[d]);
+  std::vector<size_t> counts(n);
+  for (size_t d = 0; d < n; ++d) longest = std::max(longest, counts[d] = begin[d + 1] - begin[d]);
   const size_t steps = (longest + pe - 1) / pe;
-  auto piece_len = [&](size_t d, size_t k) { return clamp_len(begin[d + 1] - begin[d], k * pe, pe); };
+  auto piece_len = [&](size_t d, size_t k) { return clamp_len(counts[d], k * pe, pe); };
   auto copy_out = [&](uint64_t e, size_t k) {
     for (size_t d = 0; d < n; ++d) {
       if (static_cast<int>(d) == rank_) continue;
@@ -211,11 +220,7 @@ void ShmBackend::allreduce_two_phase(const Op& op, const OpContext& ctx) {
   uint64_t prev = 0;
   for (size_t k = 0; k < steps; ++k) {
     uint64_t e = ++epoch_;
-    for (size_t d = 0; d < n; ++d) {
-      size_t len = piece_len(d, k);
-      if (static_cast<int>(d) != rank_ && len)
-        std::memcpy(staging(rank_, e) + d * piece_, in + (begin[d] + k * pe) * es, len * es);
-    }
+    stage_pieces(e, in, counts.data(), begin.data(), k, pe, es);
     barrier(e, ctx);
     if (k > 0) copy_out(prev, k - 1);
     size_t len = piece_len(static_cast<size_t>(rank_), k);
@@ -379,10 +384,7 @@ void ShmBackend::reduce_scatter(const Op& op, const OpContext& ctx) {
   const size_t steps = (longest + pe - 1) / pe;
   for (size_t k = 0; k < steps; ++k) {
     uint64_t e = ++epoch_;
-    for (size_t d = 0; d < n; ++d) {
-      size_t len = clamp_len(counts[d], k * pe, pe);
-      if (d != me && len) std::memcpy(staging(rank_, e) + d * piece_, in + (displs[d] + k * pe) * es, len * es);
-    }
+    stage_pieces(e, in, counts.data(), displs.data(), k, pe, es);
     barrier(e, ctx);
     size_t len = clamp_len(counts[me], k * pe, pe);
     if (len) {
@@ -431,10 +433,7 @@ void ShmBackend::alltoall(const Op& op, const OpContext& ctx) {
   const size_t steps = (longest + pe - 1) / pe;
   for (size_t k = 0; k < steps; ++k) {
     uint64_t e = ++epoch_;
-    for (size_t d = 0; d < n; ++d) {
-      size_t len = clamp_len(sc[d], k * pe, pe);
-      if (d != me && len) std::memcpy(staging(rank_, e) + d * piece_, in + (sd[d] + k * pe) * es, len * es);
-    }
+    stage_pieces(e, in, sc.data(), sd.data(), k, pe, es);
     barrier(e, ctx);
     for (size_t s = 0; s < n; ++s) {
       size_t len = clamp_len(rc[s], k * pe, pe);

@@ -53,6 +53,11 @@ class ShmBackend : public Backend {
   uint8_t* staging(int r, uint64_t e) const;
   uint8_t* result(uint64_t e) const;
   uint8_t* inline_payload(int r, uint64_t e) const;
+  // Copies piece k (pe elements of es bytes) of every block bound for another rank
+  // into this rank's staging slot for that rank in epoch e; block d starts at
+  // element displs[d] and holds counts[d] elements.
+  void stage_pieces(uint64_t e, const uint8_t* in, const size_t* counts, const size_t* displs, size_t k, size_t pe,
+                    size_t es) const;
   void arrive(uint64_t e);
   void wait_all(uint64_t e, const OpContext& ctx);
   void barrier(uint64_t e, const OpContext& ctx) {

@@ -9,6 +9,13 @@ namespace distllm::kernels::avx2 {
 
 namespace {
 
+// Kv head g's slice of the row of K or V (`base`) holding position j of q's sequence.
+inline const float* token_row(const PagedKv& kv, const PagedQuery& q, const float* base, int j, int g, int64_t kv_dim,
+                              int D) {
+  return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) * kv_dim +
+         static_cast<int64_t>(g) * D;
+}
+
 // One (query row, kv head) unit for head_dim = 8 * NC: the query and the output of
 // each head stay in registers, scores for four keys are reduced together, and
 // every key's and value's row is loaded once per query head. All of it depends only
@@ -21,10 +28,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
-  auto key_row = [&](const float* base, int j) {
-    return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
-                      kv_dim + static_cast<int64_t>(g) * D;
-  };
+  auto key_row = [&](const float* base, int j) { return token_row(kv, q, base, j, g, kv_dim, D); };
   const __m256 scale = _mm256_set1_ps(kv.scale);
   for (int i = 0; i < rep; ++i) {
     __m256 qv[NC];
@@ -92,10 +96,7 @@ void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float*
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
-  auto key_row = [&](const float* base, int j) {
-    return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
-                      kv_dim + static_cast<int64_t>(g) * D;
-  };
+  auto key_row = [&](const float* base, int j) { return token_row(kv, q, base, j, g, kv_dim, D); };
   for (int j = 0; j < ctx; ++j) {
     const float* kj = key_row(kv.k, j);
     for (int i = 0; i < rep; ++i) scores[static_cast<int64_t>(i) * ctx + j] = dot(qrow + i * D, kj, D) * kv.scale;
