@@ -1,4 +1,5 @@
-// A heap array aligned to a cache line (and AVX2 loads), zero-initialised.
+// A heap array aligned to a cache line (and AVX2 loads), zero-initialised unless
+// allocated with resize_uninitialized. Every byte is counted in MemoryStats.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +7,8 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "distllm/base/memory_stats.h"
 
 namespace distllm {
 
@@ -16,13 +19,13 @@ class AlignedBuffer {
 
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n) { resize(n); }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { release(); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
-      std::free(data_);
+      release();
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
     }
@@ -31,14 +34,25 @@ class AlignedBuffer {
 
   // Discards the old contents; the new buffer is all zero bytes.
   void resize(size_t n) {
+    resize_uninitialized(n);
+    if (data_) std::memset(static_cast<void*>(data_), 0, padded_bytes(n));
+  }
+  // Discards the old contents; the new contents are unspecified (for buffers the
+  // caller overwrites completely, such as the target of a gather).
+  void resize_uninitialized(size_t n) {
+    release();
+    if (n == 0) return;
+    data_ = static_cast<T*>(std::aligned_alloc(kAlign, padded_bytes(n)));
+    if (data_ == nullptr) throw std::bad_alloc();
+    size_ = n;
+    MemoryStats::on_alloc(static_cast<int64_t>(padded_bytes(n)));
+  }
+  // Frees the memory; size() becomes 0.
+  void release() {
+    if (data_ != nullptr) MemoryStats::on_free(static_cast<int64_t>(padded_bytes(size_)));
     std::free(data_);
     data_ = nullptr;
-    size_ = n;
-    if (n == 0) return;
-    size_t bytes = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlign, bytes));
-    if (data_ == nullptr) throw std::bad_alloc();
-    std::memset(static_cast<void*>(data_), 0, bytes);
+    size_ = 0;
   }
   void zero() {
     if (data_) std::memset(static_cast<void*>(data_), 0, size_ * sizeof(T));
@@ -55,6 +69,8 @@ class AlignedBuffer {
   const T* end() const { return data_ + size_; }
 
  private:
+  static size_t padded_bytes(size_t n) { return (n * sizeof(T) + kAlign - 1) / kAlign * kAlign; }
+
   T* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -253,6 +253,7 @@ void ProcessGroup::Impl::worker_loop() {
     busy = true;
     lk.unlock();
     std::exception_ptr error;
+    p->work->mark_started();
     try {
       execute(p->op, p->seq, p->timeout);
     } catch (...) {

@@ -1,6 +1,7 @@
 #include "distllm/comm/work.h"
 
 #include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
 #include "distllm/comm/errors.h"
 
 namespace distllm::comm {
@@ -52,7 +53,10 @@ std::string Work::describe() const {
                    group_.c_str());
 }
 
+void Work::mark_started() { started_.store(now_seconds(), std::memory_order_release); }
+
 void Work::finish(std::exception_ptr error) {
+  finished_.store(now_seconds(), std::memory_order_release);
   {
     std::lock_guard lk(mu_);
     error_ = std::move(error);

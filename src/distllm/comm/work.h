@@ -35,7 +35,14 @@ class Work {
   // "allreduce #7 on group 'world'"
   std::string describe() const;
 
-  // Backend side: records the outcome and wakes waiters.
+  // When the operation started running and when it finished (now_seconds() clock;
+  // 0 until then). Asynchronous operations queue first, so started - issue time is
+  // the queueing delay and finished - started the time spent communicating.
+  double started_at() const { return started_.load(std::memory_order_acquire); }
+  double finished_at() const { return finished_.load(std::memory_order_acquire); }
+
+  // Backend side: records the start, then the outcome (and wakes waiters).
+  void mark_started();
   void finish(std::exception_ptr error);
 
  private:
@@ -45,6 +52,7 @@ class Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};
+  std::atomic<double> started_{0}, finished_{0};
   std::exception_ptr error_;
 };
 

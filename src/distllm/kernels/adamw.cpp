@@ -40,25 +40,38 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
   });
 }
 
+namespace {
+
+// One buffer's sum of squares, split in fixed chunks so the result does not depend
+// on the thread count.
+double buffer_sum_of_squares(const float* buffer, int64_t size) {
+  constexpr int64_t kChunk = 1 << 16;
+  int64_t chunks = (size + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks);
+  parallel_for(0, chunks, [&](int64_t c) {
+    int64_t lo = c * kChunk;
+    partial[c] = sum_squares(buffer + lo, std::min(size, lo + kChunk) - lo);
+  });
+  double ss = 0.0;
+  for (double p : partial) ss += p;
+  return ss;
+}
+
+}  // namespace
+
 double global_norm(const float* const* buffers, const int64_t* sizes, int count) {
-  std::vector<double> norms(count);
-  // Each buffer's sum of squares is itself split in fixed chunks so the result does
-  // not depend on the thread count.
-  for (int b = 0; b < count; ++b) {
-    constexpr int64_t kChunk = 1 << 16;
-    int64_t chunks = (sizes[b] + kChunk - 1) / kChunk;
-    std::vector<double> partial(chunks);
-    parallel_for(0, chunks, [&](int64_t c) {
-      int64_t lo = c * kChunk;
-      partial[c] = sum_squares(buffers[b] + lo, std::min(sizes[b], lo + kChunk) - lo);
-    });
-    double ss = 0.0;
-    for (double p : partial) ss += p;
-    norms[b] = std::sqrt(ss);
-  }
   double total = 0.0;
-  for (double nrm : norms) total += nrm * nrm;
+  for (int b = 0; b < count; ++b) {
+    double nrm = std::sqrt(buffer_sum_of_squares(buffers[b], sizes[b]));
+    total += nrm * nrm;
+  }
   return std::sqrt(total);
+}
+
+double sum_of_squares(const float* const* buffers, const int64_t* sizes, int count) {
+  double total = 0.0;
+  for (int b = 0; b < count; ++b) total += buffer_sum_of_squares(buffers[b], sizes[b]);
+  return total;
 }
 
 float clip_by_global_norm(float* const* buffers, const int64_t* sizes, int count, double total_norm,

@@ -33,6 +33,9 @@ DISTLLM_ADAMW_KERNELS
 // Global L2 norm of the concatenation of several buffers, computed as
 // torch.nn.utils.clip_grad_norm_ does (the norm of the per-buffer norms), in double.
 double global_norm(const float* const* buffers, const int64_t* sizes, int count);
+// Sum of squares of every element of the buffers, in double (the shards of one
+// gradient add up, and the global norm is the square root of the sum over ranks).
+double sum_of_squares(const float* const* buffers, const int64_t* sizes, int count);
 // Scales every buffer by min(1, max_norm / (total_norm + 1e-6)); returns that factor.
 float clip_by_global_norm(float* const* buffers, const int64_t* sizes, int count, double total_norm,
                           double max_norm);

@@ -97,9 +97,25 @@ const ParamTensor& ParamLayout::tensor(const std::string& name) const {
 float* ParamLayout::at(float* base, const std::string& name) const { return base + tensor(name).offset; }
 
 LayerTensors ParamLayout::layer(float* base, int i) const {
+  return layer_view(base + groups_.at(layer_group(i)).offset, i);
+}
+
+EmbedTensors ParamLayout::embed(float* base) const { return embed_view(base + groups_.at(embed_group()).offset); }
+
+HeadTensors ParamLayout::head(float* base) const {
+  return head_view(base + groups_.at(head_group()).offset, base + groups_.at(embed_group()).offset);
+}
+
+int64_t ParamLayout::group_span(int g) const {
+  const size_t i = static_cast<size_t>(g);
+  int64_t end = i + 1 < groups_.size() ? groups_[i + 1].offset : total_;
+  return end - groups_.at(i).offset;
+}
+
+LayerTensors ParamLayout::layer_view(float* group_base, int i) const {
   LayerTensors t;
   const ParamGroup& g = groups_.at(layer_group(i));
-  auto ptr = [&](int k) { return base + tensors_[g.tensors[k]].offset; };
+  auto ptr = [&](int k) { return group_base + (tensors_[g.tensors[k]].offset - g.offset); };
   if (config_.is_gpt2()) {
     t.attn_norm_w = ptr(0), t.attn_norm_b = ptr(1);
     t.qkv_w = ptr(2), t.qkv_b = ptr(3);
@@ -118,24 +134,22 @@ LayerTensors ParamLayout::layer(float* base, int i) const {
   return t;
 }
 
-EmbedTensors ParamLayout::embed(float* base) const {
+EmbedTensors ParamLayout::embed_view(float* group_base) const {
   EmbedTensors e;
   const ParamGroup& g = groups_.at(embed_group());
-  e.wte = base + tensors_[g.tensors[0]].offset;
-  if (config_.is_gpt2()) e.wpe = base + tensors_[g.tensors[1]].offset;
+  e.wte = group_base + (tensors_[g.tensors[0]].offset - g.offset);
+  if (config_.is_gpt2()) e.wpe = group_base + (tensors_[g.tensors[1]].offset - g.offset);
   return e;
 }
 
-HeadTensors ParamLayout::head(float* base) const {
+HeadTensors ParamLayout::head_view(float* head_base, float* embed_base) const {
   HeadTensors h;
   const ParamGroup& g = groups_.at(head_group());
-  h.norm_w = base + tensors_[g.tensors[0]].offset;
-  if (config_.is_gpt2()) {
-    h.norm_b = base + tensors_[g.tensors[1]].offset;
-    h.lm_head = embed(base).wte;
-  } else {
-    h.lm_head = config_.tie_embeddings ? embed(base).wte : base + tensors_[g.tensors[1]].offset;
-  }
+  auto ptr = [&](int k) { return head_base + (tensors_[g.tensors[k]].offset - g.offset); };
+  h.norm_w = ptr(0);
+  if (config_.is_gpt2()) h.norm_b = ptr(1);
+  h.lm_head = config_.tie_embeddings ? (embed_base ? embed_view(embed_base).wte : nullptr)
+                                     : ptr(config_.is_gpt2() ? 2 : 1);
   return h;
 }
 

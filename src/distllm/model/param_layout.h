@@ -94,9 +94,23 @@ class ParamLayout {
   std::optional<int> find(const std::string& name) const;
   const ParamTensor& tensor(const std::string& name) const;  // throws if unknown
 
+  // Views into a whole flat buffer.
   LayerTensors layer(float* base, int layer) const;
   EmbedTensors embed(float* base) const;
   HeadTensors head(float* base) const;
+
+  // Views into one group's own buffer, whose element 0 is the group's first
+  // parameter (a gathered or separately allocated group). A tied head reads the
+  // embedding group, hence the second pointer.
+  LayerTensors layer_view(float* group_base, int layer) const;
+  EmbedTensors embed_view(float* group_base) const;
+  HeadTensors head_view(float* head_base, float* embed_base) const;
+
+  // The floats from group g's offset to the next group's (or the end): the group
+  // plus its alignment padding. The spans of all groups tile the flat buffer.
+  int64_t group_span(int g) const;
+  // True when the output head reads the embedding group's parameters (tied).
+  bool head_uses_embedding() const { return config_.tie_embeddings; }
 
   // Matmul layout of the block weights: kInOut for gpt2 (Conv1D), kOutIn for llama.
   kernels::WeightLayout linear_layout() const { return linear_layout_; }

@@ -1,11 +1,13 @@
 #include "distllm/model/train_graph.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/profiler.h"
+#include "distllm/base/strings.h"
 #include "distllm/kernels/activation.h"
 #include "distllm/kernels/attention.h"
 #include "distllm/kernels/cross_entropy.h"
@@ -32,34 +34,82 @@ void alloc(AlignedBuffer<float>& b, int64_t n) { b.resize(static_cast<size_t>(n)
 
 }  // namespace
 
-TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len)
-    : cfg_(config), B_(batch), T_(seq_len), BT_(static_cast<int64_t>(batch) * seq_len) {
+ActivationCheckpointing ActivationCheckpointing::parse(const std::string& text) {
+  ActivationCheckpointing c;
+  if (text == "none") return c;
+  if (text == "all") {
+    c.every = 1;
+    return c;
+  }
+  if (text.rfind("every:", 0) == 0) {
+    std::string k = text.substr(6);
+    char* end = nullptr;
+    long v = std::strtol(k.c_str(), &end, 10);
+    DL_CHECK(!k.empty() && end && *end == '\0' && v >= 1 && v <= 1000000,
+             "--activation-checkpointing every:K needs a whole number K >= 1, got '%s'", text.c_str());
+    c.every = static_cast<int>(v);
+    return c;
+  }
+  throw_error(strprintf("--activation-checkpointing must be none, all or every:K, got '%s'", text.c_str()));
+}
+
+std::string ActivationCheckpointing::describe() const {
+  if (every == 0) return "none";
+  if (every == 1) return "all";
+  return strprintf("every:%d", every);
+}
+
+size_t TrainGraph::LayerActs::bytes() const {
+  return (norm1.size() + norm1_mean.size() + norm1_rstd.size() + qkv.size() + attn.size() + lse.size() + mid.size() +
+          norm2.size() + norm2_mean.size() + norm2_rstd.size() + mlp_in.size() + mlp_act.size()) *
+         sizeof(float);
+}
+
+void TrainGraph::alloc_acts(LayerActs& a) {
+  const int64_t C = cfg_.n_embd;
+  alloc(a.norm1, BT_ * C);
+  alloc(a.norm1_mean, BT_);
+  alloc(a.norm1_rstd, BT_);
+  alloc(a.qkv, BT_ * cfg_.qkv_dim());
+  alloc(a.attn, BT_ * cfg_.attn_dim());
+  alloc(a.lse, static_cast<int64_t>(B_) * cfg_.n_head * T_);
+  alloc(a.mid, BT_ * C);
+  alloc(a.norm2, BT_ * C);
+  alloc(a.norm2_mean, BT_);
+  alloc(a.norm2_rstd, BT_);
+  alloc(a.mlp_in, BT_ * cfg_.mlp_in_dim());
+  alloc(a.mlp_act, BT_ * cfg_.mlp_act_dim());
+}
+
+TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing)
+    : cfg_(config),
+      layout_(config),
+      B_(batch),
+      T_(seq_len),
+      BT_(static_cast<int64_t>(batch) * seq_len),
+      checkpointing_(checkpointing) {
   cfg_.validate();
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
   DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
   DL_CHECK(seq_len <= cfg_.max_position, "sequence length %d exceeds the model's context (%d)", seq_len,
            cfg_.max_position);
+  DL_CHECK(checkpointing.every >= 0, "activation checkpointing interval must be >= 0");
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
   const int64_t C = cfg_.n_embd;
   positions_.resize(BT_);
   for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(i % T_);
   tokens_.resize(BT_);
+  inputs_.resize(cfg_.n_layer);
   layers_.resize(cfg_.n_layer);
-  for (auto& a : layers_) {
-    alloc(a.input, BT_ * C);
-    alloc(a.norm1, BT_ * C);
-    alloc(a.norm1_mean, BT_);
-    alloc(a.norm1_rstd, BT_);
-    alloc(a.qkv, BT_ * cfg_.qkv_dim());
-    alloc(a.attn, BT_ * cfg_.attn_dim());
-    alloc(a.lse, static_cast<int64_t>(B_) * cfg_.n_head * T_);
-    alloc(a.mid, BT_ * C);
-    alloc(a.norm2, BT_ * C);
-    alloc(a.norm2_mean, BT_);
-    alloc(a.norm2_rstd, BT_);
-    alloc(a.mlp_in, BT_ * cfg_.mlp_in_dim());
-    alloc(a.mlp_act, BT_ * cfg_.mlp_act_dim());
+  bool any_checkpointed = false;
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    alloc(inputs_[l], BT_ * C);
+    if (checkpointing_.applies(l))
+      any_checkpointed = true;
+    else
+      alloc_acts(layers_[l]);
   }
+  if (any_checkpointed) alloc_acts(recompute_);
   alloc(final_input_, BT_ * C);
   alloc(final_norm_, BT_ * C);
   alloc(final_mean_, BT_);
@@ -76,14 +126,13 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len)
 
 size_t TrainGraph::activation_bytes() const {
   size_t n = 0;
-  for (const auto& a : layers_)
-    n += a.input.size() + a.norm1.size() + a.norm1_mean.size() + a.norm1_rstd.size() + a.qkv.size() +
-         a.attn.size() + a.lse.size() + a.mid.size() + a.norm2.size() + a.norm2_mean.size() + a.norm2_rstd.size() +
-         a.mlp_in.size() + a.mlp_act.size();
+  for (const auto& in : inputs_) n += in.size();
   n += final_input_.size() + final_norm_.size() + final_mean_.size() + final_rstd_.size() + losses_.size();
   n += dresid_.size() + dnorm_.size() + dqkv_.size() + dattn_.size() + dmlp_in_.size() + dmlp_act_.size() +
        logits_chunk_.size();
-  return n * sizeof(float);
+  n *= sizeof(float);
+  for (const auto& a : layers_) n += a.bytes();
+  return n + recompute_.bytes();
 }
 
 void TrainGraph::norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean,
@@ -122,12 +171,12 @@ AttentionArgs attention_args(const ModelConfig& cfg, int B, int T, float* qkv, f
 
 }  // namespace
 
-void TrainGraph::layer_forward(const LayerTensors& w, LayerActs& a, float* out) {
+void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out) {
   const int C = cfg_.n_embd;
   const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
   {
     DL_PROFILE("fwd.norm");
-    norm_forward(true, w, a.input.data(), a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data());
+    norm_forward(true, w, in, a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data());
   }
   {
     DL_PROFILE("fwd.matmul");
@@ -148,7 +197,7 @@ void TrainGraph::layer_forward(const LayerTensors& w, LayerActs& a, float* out) 
   }
   {
     DL_PROFILE("fwd.residual");
-    add_inplace(a.mid.data(), a.input.data(), BT_ * C);
+    add_inplace(a.mid.data(), in, BT_ * C);
   }
   {
     DL_PROFILE("fwd.norm");
@@ -177,7 +226,16 @@ void TrainGraph::layer_forward(const LayerTensors& w, LayerActs& a, float* out) 
 
 float TrainGraph::forward(Transformer& model, const int32_t* tokens, const int32_t* targets, bool compute_grad,
                           float grad_scale, float* logits_out, const TrainHooks* hooks) {
-  const ParamLayout& layout = model.layout();
+  ForwardArgs args;
+  args.compute_grad = compute_grad;
+  args.grad_scale = grad_scale;
+  args.logits_out = logits_out;
+  args.hooks = hooks;
+  if (compute_grad && !model.has_grads()) model.zero_grad();
+  return forward(static_cast<ParamSource&>(model), tokens, targets, args);
+}
+
+float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t* targets, const ForwardArgs& args) {
   const int C = cfg_.n_embd;
   for (int64_t i = 0; i < BT_; ++i) {
     DL_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab_size, "token id %d at position %lld is outside the vocabulary [0, %d)",
@@ -186,32 +244,41 @@ float TrainGraph::forward(Transformer& model, const int32_t* tokens, const int32
              "target id %d at position %lld is outside the vocabulary [0, %d)", targets[i], (long long)i,
              cfg_.vocab_size);
   }
+  DL_CHECK(args.loss_normalizer >= 0, "loss normalizer must be >= 0");
   std::memcpy(tokens_.data(), tokens, sizeof(int32_t) * BT_);
+  const TrainHooks* hooks = args.hooks;
   auto before = [&](int group) {
     if (hooks && hooks->before_group_forward) hooks->before_group_forward(group);
   };
+  auto after = [&](int group) {
+    if (hooks && hooks->after_group_forward) hooks->after_group_forward(group);
+  };
 
-  before(layout.embed_group());
-  EmbedTensors emb = layout.embed(model.params());
-  float* first = cfg_.n_layer > 0 ? layers_[0].input.data() : final_input_.data();
+  const int embed = layout_.embed_group();
+  before(embed);
+  EmbedTensors emb = layout_.embed_view(src.group_params(embed));
+  float* first = cfg_.n_layer > 0 ? inputs_[0].data() : final_input_.data();
   embedding_forward(first, tokens, positions_.data(), emb.wte, emb.wpe, BT_, C);
+  after(embed);
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    before(layout.layer_group(l));
-    float* out = l + 1 < cfg_.n_layer ? layers_[l + 1].input.data() : final_input_.data();
-    layer_forward(layout.layer(model.params(), l), layers_[l], out);
+    const int g = layout_.layer_group(l);
+    before(g);
+    float* out = l + 1 < cfg_.n_layer ? inputs_[l + 1].data() : final_input_.data();
+    layer_forward(layout_.layer_view(src.group_params(g), l), inputs_[l].data(), acts(l), out);
+    after(g);
   }
-  before(layout.head_group());
-  if (compute_grad && !model.has_grads()) model.zero_grad();
-  float loss = head_forward(model, targets, compute_grad, grad_scale, logits_out);
-  grad_pending_ = compute_grad;
+  before(layout_.head_group());
+  float loss = head_forward(src, targets, args);
+  if (!args.compute_grad) after(layout_.head_group());
+  grad_pending_ = args.compute_grad;
   return loss;
 }
 
-float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool compute_grad, float grad_scale,
-                               float* logits_out) {
-  const ParamLayout& layout = model.layout();
+float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args) {
   const int C = cfg_.n_embd, V = cfg_.vocab_size;
-  HeadTensors head = layout.head(model.params());
+  const int head_g = layout_.head_group(), embed_g = layout_.embed_group();
+  const bool tied = layout_.head_uses_embedding();
+  HeadTensors head = layout_.head_view(src.group_params(head_g), tied ? src.group_params(embed_g) : nullptr);
   if (cfg_.is_gpt2()) {
     layernorm_forward(final_norm_.data(), final_mean_.data(), final_rstd_.data(), final_input_.data(), head.norm_w,
                       head.norm_b, BT_, C, cfg_.norm_eps);
@@ -220,10 +287,11 @@ float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool 
   }
   valid_targets_ = 0;
   for (int64_t i = 0; i < BT_; ++i) valid_targets_ += targets[i] != kIgnoreIndex;
-  float ce_scale = valid_targets_ > 0 ? grad_scale / static_cast<float>(valid_targets_) : 0.0f;
+  normalizer_ = args.loss_normalizer > 0 ? args.loss_normalizer : valid_targets_;
+  float ce_scale = normalizer_ > 0 ? args.grad_scale / static_cast<float>(normalizer_) : 0.0f;
   HeadTensors dhead;
-  if (compute_grad) {
-    dhead = layout.head(model.grads());
+  if (args.compute_grad) {
+    dhead = layout_.head_view(src.group_grads(head_g), tied ? src.group_grads(embed_g) : nullptr);
     dnorm_.zero();
   }
   const int64_t chunk = head_chunk_rows(BT_, V);
@@ -235,8 +303,8 @@ float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool 
       DL_PROFILE("head.matmul");
       matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, WeightLayout::kOutIn);
     }
-    if (logits_out) std::memcpy(logits_out + r0 * V, logits, sizeof(float) * rows * V);
-    if (!compute_grad) {
+    if (args.logits_out) std::memcpy(args.logits_out + r0 * V, logits, sizeof(float) * rows * V);
+    if (!args.compute_grad) {
       cross_entropy_forward(losses_.data() + r0, logits, targets + r0, rows, V);
       continue;
     }
@@ -250,10 +318,10 @@ float TrainGraph::head_forward(Transformer& model, const int32_t* targets, bool 
   }
   double total = 0.0;
   for (int64_t i = 0; i < BT_; ++i) total += losses_[i];
-  return valid_targets_ > 0 ? static_cast<float>(total / static_cast<double>(valid_targets_)) : 0.0f;
+  return normalizer_ > 0 ? static_cast<float>(total / static_cast<double>(normalizer_)) : 0.0f;
 }
 
-void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, LayerActs& a) {
+void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a) {
   const int C = cfg_.n_embd;
   const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
   float* dresid = dresid_.data();  // d(layer output) on entry, d(layer input) on exit
@@ -338,29 +406,31 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, La
   if (cfg_.is_gpt2()) {
     {
     DL_PROFILE("bwd.norm");
-    layernorm_backward(dresid, g.attn_norm_w, g.attn_norm_b, dnorm_.data(), a.input.data(), w.attn_norm_w,
+    layernorm_backward(dresid, g.attn_norm_w, g.attn_norm_b, dnorm_.data(), in, w.attn_norm_w,
                        a.norm1_mean.data(), a.norm1_rstd.data(), BT_, C);
   }
   } else {
     {
     DL_PROFILE("bwd.norm");
-    rmsnorm_backward(dresid, g.attn_norm_w, dnorm_.data(), a.input.data(), w.attn_norm_w, a.norm1_rstd.data(), BT_,
-                     C);
+    rmsnorm_backward(dresid, g.attn_norm_w, dnorm_.data(), in, w.attn_norm_w, a.norm1_rstd.data(), BT_, C);
   }
   }
 }
 
-void TrainGraph::backward(Transformer& model, const TrainHooks* hooks) {
+void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
   DL_CHECK(grad_pending_, "backward() needs a forward(compute_grad=true) first");
   grad_pending_ = false;
-  const ParamLayout& layout = model.layout();
   const int C = cfg_.n_embd;
   auto ready = [&](int group) {
     if (hooks && hooks->group_grads_ready) hooks->group_grads_ready(group);
   };
+  auto before = [&](int group) {
+    if (hooks && hooks->before_group_backward) hooks->before_group_backward(group);
+  };
   // Final norm: dnorm_ holds d(final_norm) from the head.
-  HeadTensors head = layout.head(model.params());
-  HeadTensors dhead = layout.head(model.grads());
+  const int head_g = layout_.head_group();
+  HeadTensors head = layout_.head_view(src.group_params(head_g), nullptr);
+  HeadTensors dhead = layout_.head_view(src.group_grads(head_g), nullptr);
   dresid_.zero();
   if (cfg_.is_gpt2()) {
     layernorm_backward(dresid_.data(), dhead.norm_w, dhead.norm_b, dnorm_.data(), final_input_.data(), head.norm_w,
@@ -369,17 +439,27 @@ void TrainGraph::backward(Transformer& model, const TrainHooks* hooks) {
     rmsnorm_backward(dresid_.data(), dhead.norm_w, dnorm_.data(), final_input_.data(), head.norm_w,
                      final_rstd_.data(), BT_, C);
   }
-  ready(layout.head_group());
+  ready(head_g);
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
-    layer_backward(layout.layer(model.params(), l), layout.layer(model.grads(), l), layers_[l]);
-    ready(layout.layer_group(l));
+    const int g = layout_.layer_group(l);
+    before(g);
+    LayerTensors w = layout_.layer_view(src.group_params(g), l);
+    if (checkpointing_.applies(l)) {
+      // Recompute the layer's activations from its saved input. Its output is not
+      // needed; dnorm_ is free scratch until layer_backward writes it.
+      DL_PROFILE("bwd.recompute");
+      layer_forward(w, inputs_[l].data(), recompute_, dnorm_.data());
+    }
+    layer_backward(w, layout_.layer_view(src.group_grads(g), l), inputs_[l].data(), acts(l));
+    ready(g);
   }
-  EmbedTensors demb = layout.embed(model.grads());
+  const int embed_g = layout_.embed_group();
+  EmbedTensors demb = layout_.embed_view(src.group_grads(embed_g));
   {
     DL_PROFILE("bwd.embedding");
     embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
   }
-  ready(layout.embed_group());
+  ready(embed_g);
 }
 
 }  // namespace distllm

@@ -2,12 +2,25 @@
 // layer (llm.c style, no general autograd). Activations that backward needs are
 // kept per layer; everything else is scratch shared across layers.
 //
-// Distributed strategies plug in through TrainHooks at layer boundaries:
-//   before_group_forward(g): about to read group g's parameters (ZeRO-3 gathers here)
-//   group_grads_ready(g):    group g's gradients are final for this micro-batch
-//                            (DDP all-reduces / ZeRO reduce-scatters here)
+// Parameters and gradients are reached group by group through a ParamSource, and
+// distributed strategies plug in through TrainHooks at group boundaries:
+//   before_group_forward(g):  about to read group g's parameters (ZeRO-3 gathers
+//                             here and prefetches the next group)
+//   after_group_forward(g):   forward is done with them (ZeRO-3 may free them)
+//   before_group_backward(g): about to read layer g's parameters in backward
+//   group_grads_ready(g):     group g's gradients are final for this micro-batch
+//                             (DDP all-reduces / ZeRO reduce-scatters here)
 // Groups are those of ParamLayout: embed (0), layer i (1 + i), head (n_layer + 1).
-// Backward finishes groups in the order head, layer L-1, ..., layer 0, embed.
+// Forward visits embed, layers 0..L-1, head. With gradients the head's backward
+// runs inside forward (chunk by chunk, while its logits are in cache), so the head
+// gets no after_group_forward then; a tied head also reads the embedding group's
+// parameters and writes its gradients, between before_group_forward(head) and
+// group_grads_ready(head). Backward finishes groups in the order head, layer L-1,
+// ..., layer 0, embed; the embedding backward reads no parameters.
+//
+// Activation checkpointing keeps only the input of a checkpointed layer and runs
+// its forward again inside backward; the recomputation is bit-identical, so loss and
+// gradients do not change.
 #pragma once
 
 #include <cstdint>
@@ -16,43 +29,71 @@
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/kernels/rope.h"
+#include "distllm/model/param_source.h"
 #include "distllm/model/transformer.h"
 
 namespace distllm {
 
 struct TrainHooks {
   std::function<void(int group)> before_group_forward;
+  std::function<void(int group)> after_group_forward;
+  std::function<void(int group)> before_group_backward;
   std::function<void(int group)> group_grads_ready;
+};
+
+struct ForwardArgs {
+  bool compute_grad = false;
+  // The loss gradient is scaled by grad_scale / normalizer, where normalizer is
+  // loss_normalizer, or this batch's count of valid targets when that is 0. Data
+  // parallel ranks pass the count over all ranks' batches, so the gradients they
+  // sum are the single-process gradient of the whole batch.
+  float grad_scale = 1.0f;
+  int64_t loss_normalizer = 0;
+  float* logits_out = nullptr;  // receives all [B*T, V] logits (tests, evaluation)
+  const TrainHooks* hooks = nullptr;
+};
+
+// Which layers keep only their input and recompute the rest in backward.
+struct ActivationCheckpointing {
+  int every = 0;  // 0: none; K: layers 0, K, 2K, ... (1: every layer)
+  bool applies(int layer) const { return every > 0 && layer % every == 0; }
+  // "none", "all" or "every:K"; throws naming the value otherwise.
+  static ActivationCheckpointing parse(const std::string& text);
+  std::string describe() const;
 };
 
 class TrainGraph {
  public:
-  TrainGraph(const ModelConfig& config, int batch, int seq_len);
+  TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {});
 
   int batch() const { return B_; }
   int seq_len() const { return T_; }
 
-  // Runs the forward pass on tokens/targets [B, T] and returns the mean
-  // cross-entropy over targets that are not -100 (0 if there are none).
+  // Runs the forward pass on tokens/targets [B, T] and returns the summed
+  // cross-entropy over targets that are not -100, divided by the normalizer (see
+  // ForwardArgs; the mean loss when loss_normalizer is 0).
   //
   // With compute_grad, also starts the backward pass: the output head's gradient is
   // computed chunk by chunk while its logits are hot in cache (never materialising
-  // all [B*T, V] logits), scaled by grad_scale / valid_targets, and accumulated into
-  // model.grads(). Call backward() next to finish.
-  //
-  // logits_out, when given, receives all [B*T, V] logits (tests, evaluation).
+  // all [B*T, V] logits) and accumulated into the gradients. Call backward() next.
+  float forward(ParamSource& params, const int32_t* tokens, const int32_t* targets, const ForwardArgs& args);
+  // Accumulates (+=) every parameter's gradient.
+  void backward(ParamSource& params, const TrainHooks* hooks = nullptr);
+
+  // Shorthands over one Transformer's flat buffers.
   float forward(Transformer& model, const int32_t* tokens, const int32_t* targets, bool compute_grad,
                 float grad_scale = 1.0f, float* logits_out = nullptr, const TrainHooks* hooks = nullptr);
-
-  // Accumulates (+=) every parameter's gradient into model.grads().
-  void backward(Transformer& model, const TrainHooks* hooks = nullptr);
+  void backward(Transformer& model, const TrainHooks* hooks = nullptr) {
+    backward(static_cast<ParamSource&>(model), hooks);
+  }
 
   int64_t valid_targets() const { return valid_targets_; }
+  // Bytes of every activation and scratch buffer this graph holds.
   size_t activation_bytes() const;
+  const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
 
  private:
   struct LayerActs {
-    AlignedBuffer<float> input;  // residual stream entering the layer [BT, C]
     AlignedBuffer<float> norm1, norm1_mean, norm1_rstd;
     AlignedBuffer<float> qkv;     // [BT, qkv_dim], q and k after rope
     AlignedBuffer<float> attn;    // [BT, attn_dim]
@@ -61,27 +102,37 @@ class TrainGraph {
     AlignedBuffer<float> norm2, norm2_mean, norm2_rstd;
     AlignedBuffer<float> mlp_in;  // [BT, mlp_in_dim] (pre-activation)
     AlignedBuffer<float> mlp_act; // [BT, mlp_act_dim]
+    size_t bytes() const;
   };
 
   ModelConfig cfg_;
+  ParamLayout layout_;
   int B_, T_;
   int64_t BT_;
+  ActivationCheckpointing checkpointing_;
   kernels::RopeTable rope_;
   std::vector<int32_t> positions_;  // [BT]: t for each row
   std::vector<int32_t> tokens_;     // copies kept for the embedding backward
+  // Residual stream entering each layer [BT, C] (kept for every layer), and the
+  // rest of each layer's activations (empty for checkpointed layers, which use
+  // recompute_ in forward and again in backward).
+  std::vector<AlignedBuffer<float>> inputs_;
   std::vector<LayerActs> layers_;
+  LayerActs recompute_;
   AlignedBuffer<float> final_input_, final_norm_, final_mean_, final_rstd_;
   AlignedBuffer<float> losses_;
   // Scratch for backward and the head.
   AlignedBuffer<float> dresid_, dnorm_, dqkv_, dattn_, dmlp_in_, dmlp_act_, logits_chunk_;
   int64_t valid_targets_ = 0;
+  int64_t normalizer_ = 0;
   bool grad_pending_ = false;
 
+  void alloc_acts(LayerActs& a);
+  LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer]; }
   void norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean, float* rstd) const;
-  void layer_forward(const LayerTensors& w, LayerActs& a, float* out);
-  void layer_backward(const LayerTensors& w, const LayerTensors& g, LayerActs& a);
-  float head_forward(Transformer& model, const int32_t* targets, bool compute_grad, float grad_scale,
-                     float* logits_out);
+  void layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out);
+  void layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a);
+  float head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args);
 };
 
 }  // namespace distllm

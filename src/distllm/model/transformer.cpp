@@ -1,5 +1,6 @@
 #include "distllm/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "distllm/base/parallel.h"
@@ -46,20 +47,27 @@ bool is_norm_weight(const std::string& name) {
 
 }  // namespace
 
-void Transformer::init_weights(uint64_t seed) {
-  const auto& tensors = layout_.tensors();
-  const float residual_std = 0.02f / std::sqrt(2.0f * config_.n_layer);
+void Transformer::init_weights(uint64_t seed) { init_weights_range(layout_, seed, 0, layout_.total_size(), params()); }
+
+void init_weights_range(const ParamLayout& layout, uint64_t seed, int64_t begin, int64_t end, float* out) {
+  const auto& tensors = layout.tensors();
+  const int n_layer = static_cast<int>(layout.groups().size()) - 2;
+  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max(1, n_layer)));
+  std::fill(out, out + (end - begin), 0.0f);  // padding between groups
   parallel_for(0, static_cast<int64_t>(tensors.size()), [&](int64_t k) {
     const ParamTensor& t = tensors[k];
-    float* p = params_.data() + t.offset;
+    const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo >= hi) return;
+    float* p = out + (lo - begin);
     if (t.shape.size() == 1) {
       float value = is_norm_weight(t.name) && ends_with(t.name, "weight") ? 1.0f : 0.0f;
-      std::fill(p, p + t.numel, value);
+      std::fill(p, p + (hi - lo), value);
       return;
     }
     float std = is_residual_projection(t.name) ? residual_std : 0.02f;
-    CounterRng rng(seed, static_cast<uint64_t>(k));
-    for (int64_t i = 0; i < t.numel; ++i) p[i] = rng.normal() * std;
+    // normal() takes two draws, so element i starts at counter 2i.
+    CounterRng rng(seed, static_cast<uint64_t>(k), 2 * static_cast<uint64_t>(lo - t.offset));
+    for (int64_t i = 0; i < hi - lo; ++i) p[i] = rng.normal() * std;
   });
 }
 

@@ -8,10 +8,11 @@
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/model/config.h"
 #include "distllm/model/param_layout.h"
+#include "distllm/model/param_source.h"
 
 namespace distllm {
 
-class Transformer {
+class Transformer : public ParamSource {
  public:
   explicit Transformer(const ModelConfig& config);  // parameters start at zero
 
@@ -37,11 +38,21 @@ class Transformer {
   // of `seed`, so initial weights do not depend on thread count or layout padding.
   void init_weights(uint64_t seed);
 
+  // ParamSource: the groups of the flat buffers.
+  float* group_params(int group) override { return params() + layout_.groups().at(group).offset; }
+  float* group_grads(int group) override { return grads() + layout_.groups().at(group).offset; }
+
  private:
   ModelConfig config_;
   ParamLayout layout_;
   AlignedBuffer<float> params_;
   AlignedBuffer<float> grads_;
 };
+
+// The initial values of flat elements [begin, end) of the layout (padding is 0), as
+// init_weights draws them, written to out[0 .. end - begin). Each value is a pure
+// function of (seed, tensor, element), so a rank that owns a shard initialises just
+// its shard and the model is the same for any sharding.
+void init_weights_range(const ParamLayout& layout, uint64_t seed, int64_t begin, int64_t end, float* out);
 
 }  // namespace distllm

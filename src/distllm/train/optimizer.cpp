@@ -1,7 +1,7 @@
 #include "distllm/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "distllm/base/error.h"
 #include "distllm/base/profiler.h"
@@ -14,28 +14,46 @@ void AdamWConfig::validate() const {
   DL_CHECK(beta2 >= 0 && beta2 < 1, "beta2 must be in [0, 1), got %g", beta2);
   DL_CHECK(eps > 0, "adam eps must be positive, got %g", eps);
   DL_CHECK(weight_decay >= 0, "weight decay must be >= 0, got %g", weight_decay);
+  DL_CHECK(grad_clip >= 0 && std::isfinite(grad_clip),
+           "--clip (max gradient norm) must be >= 0 (0 turns clipping off), got %g", grad_clip);
 }
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config) : layout_(layout), config_(config) {
+AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, int64_t begin, int64_t end)
+    : config_(config), begin_(begin), end_(end < 0 ? layout.total_size() : end) {
   config_.validate();
-  m_.resize(static_cast<size_t>(layout.total_size()));
-  v_.resize(static_cast<size_t>(layout.total_size()));
+  DL_CHECK(begin_ >= 0 && begin_ <= end_ && end_ <= layout.total_size(),
+           "optimizer range [%lld, %lld) is outside the %lld parameters", (long long)begin_, (long long)end_,
+           (long long)layout.total_size());
+  for (const auto& t : layout.tensors()) {
+    int64_t lo = std::max(begin_, t.offset), hi = std::min(end_, t.offset + t.numel);
+    if (lo < hi) segments_.push_back({lo - begin_, hi - lo, t.weight_decay});
+  }
+  m_.resize(static_cast<size_t>(end_ - begin_));
+  v_.resize(static_cast<size_t>(end_ - begin_));
 }
 
-double AdamW::step(float* params, float* grads, double lr) {
-  const auto& tensors = layout_.tensors();
+double AdamW::grad_sum_of_squares(const float* grads) const {
   std::vector<const float*> bufs;
-  std::vector<float*> mbufs;
   std::vector<int64_t> sizes;
-  for (const auto& t : tensors) {
-    bufs.push_back(grads + t.offset);
-    mbufs.push_back(grads + t.offset);
-    sizes.push_back(t.numel);
+  for (const auto& s : segments_) {
+    bufs.push_back(grads + s.offset);
+    sizes.push_back(s.size);
   }
+  return kernels::sum_of_squares(bufs.data(), sizes.data(), static_cast<int>(bufs.size()));
+}
+
+void AdamW::update(float* params, float* grads, double lr, double global_norm) {
   DL_PROFILE("optimizer");
-  double norm = kernels::global_norm(bufs.data(), sizes.data(), static_cast<int>(bufs.size()));
-  if (config_.grad_clip > 0 && std::isfinite(norm))
-    kernels::clip_by_global_norm(mbufs.data(), sizes.data(), static_cast<int>(mbufs.size()), norm, config_.grad_clip);
+  if (config_.grad_clip > 0 && std::isfinite(global_norm)) {
+    std::vector<float*> bufs;
+    std::vector<int64_t> sizes;
+    for (const auto& s : segments_) {
+      bufs.push_back(grads + s.offset);
+      sizes.push_back(s.size);
+    }
+    kernels::clip_by_global_norm(bufs.data(), sizes.data(), static_cast<int>(bufs.size()), global_norm,
+                                 config_.grad_clip);
+  }
   ++step_;
   kernels::AdamWStep s;
   s.lr = static_cast<float>(lr);
@@ -43,10 +61,16 @@ double AdamW::step(float* params, float* grads, double lr) {
   s.beta2 = static_cast<float>(config_.beta2);
   s.eps = static_cast<float>(config_.eps);
   s.step = step_;
-  for (const auto& t : tensors) {
-    s.weight_decay = t.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
-    kernels::adamw_update(params + t.offset, grads + t.offset, m_.data() + t.offset, v_.data() + t.offset, t.numel, s);
+  for (const auto& seg : segments_) {
+    s.weight_decay = seg.decay ? static_cast<float>(config_.weight_decay) : 0.0f;
+    kernels::adamw_update(params + seg.offset, grads + seg.offset, m_.data() + seg.offset, v_.data() + seg.offset,
+                          seg.size, s);
   }
+}
+
+double AdamW::step(float* params, float* grads, double lr) {
+  double norm = std::sqrt(grad_sum_of_squares(grads));
+  update(params, grads, lr, norm);
   return norm;
 }
 

@@ -4,6 +4,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/timer.h"
+#include "distllm/kernels/cross_entropy.h"
 
 namespace distllm {
 
@@ -14,73 +15,124 @@ void TrainOptions::validate() const {
   DL_CHECK(steps > 0, "steps must be positive, got %lld", (long long)steps);
   DL_CHECK(eval_every >= 0, "eval interval must be >= 0, got %lld", (long long)eval_every);
   DL_CHECK(eval_batches > 0, "eval batches must be positive, got %d", eval_batches);
+  DL_CHECK(time_limit_seconds >= 0, "time limit must be >= 0, got %g", time_limit_seconds);
   schedule.validate();
   adamw.validate();
 }
 
 Trainer::Trainer(Transformer& model, const TokenDataset& train, const TokenDataset* val, TrainOptions options)
-    : model_(model),
+    : owned_engine_(std::make_unique<DataParallel>(model, options.adamw)),
+      engine_(owned_engine_.get()),
       options_(std::move(options)),
-      graph_(model.config(), options_.batch, options_.seq_len),
-      optimizer_(model.layout(), options_.adamw) {
+      graph_(model.config(), options_.batch, options_.seq_len, options_.checkpointing) {
+  init(train, val);
+}
+
+Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDataset* val, TrainOptions options)
+    : engine_(&engine),
+      options_(std::move(options)),
+      graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing) {
+  init(train, val);
+}
+
+void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
   if (options_.schedule.total_steps <= 1) options_.schedule.total_steps = options_.steps;
   options_.validate();
-  train.check_tokens_below(model.config().vocab_size);
-  sampler_ = std::make_unique<BatchSampler>(train, options_.batch, options_.seq_len, options_.seed);
+  const int vocab = engine_->config().vocab_size;
+  const int rank = engine_->rank(), world = engine_->world_size();
+  train.check_tokens_below(vocab);
+  sampler_ = std::make_unique<BatchSampler>(train, options_.batch, options_.seq_len, options_.seed, rank, world);
   if (val != nullptr) {
-    val->check_tokens_below(model.config().vocab_size);
-    val_sampler_ = std::make_unique<BatchSampler>(*val, options_.batch, options_.seq_len, options_.seed + 1);
+    val->check_tokens_below(vocab);
+    val_sampler_ =
+        std::make_unique<BatchSampler>(*val, options_.batch, options_.seq_len, options_.seed + 1, rank, world);
   }
-  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len;
+  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len * options_.grad_accum;
   tokens_.resize(n);
   targets_.resize(n);
-  model_.zero_grad();
+  started_ = now_seconds();
 }
 
 StepStats Trainer::step() {
   Timer timer;
-  model_.zero_grad();
-  double loss_sum = 0;
-  float scale = 1.0f / static_cast<float>(options_.grad_accum);
-  for (int micro = 0; micro < options_.grad_accum; ++micro) {
-    sampler_->next(tokens_.data(), targets_.data());
-    float loss = graph_.forward(model_, tokens_.data(), targets_.data(), true, scale);
-    DL_CHECK(std::isfinite(loss), "loss became %s at step %lld (micro-batch %d): training diverged; lower the "
-             "learning rate (%g) or check the data",
-             std::isnan(loss) ? "NaN" : "infinite", (long long)step_ + 1, micro, options_.schedule.at(step_));
-    graph_.backward(model_);
-    loss_sum += loss;
+  DataParallel& dp = *engine_;
+  const int K = options_.grad_accum;
+  const int64_t per_micro = static_cast<int64_t>(options_.batch) * options_.seq_len;
+  dp.begin_step();
+  // Draw every micro-batch first: the loss of each is normalised by its valid
+  // targets over all ranks, which one small all-reduce gives for the whole step.
+  std::vector<int64_t> valid(K);
+  for (int m = 0; m < K; ++m) {
+    int32_t* tgt = targets_.data() + m * per_micro;
+    sampler_->next(tokens_.data() + m * per_micro, tgt);
+    for (int64_t i = 0; i < per_micro; ++i) valid[m] += tgt[i] != kernels::kIgnoreIndex;
   }
-  double lr = options_.schedule.at(step_);
-  double norm = optimizer_.step(model_.params(), model_.grads(), lr);
-  DL_CHECK(std::isfinite(norm), "gradient norm became %s at step %lld: training diverged",
-           std::isnan(norm) ? "NaN" : "infinite", (long long)step_ + 1);
+  dp.allreduce_sum(valid.data(), K);
+  double loss_sum = 0;
+  for (int m = 0; m < K; ++m) {
+    const bool sync = m == K - 1 || dp.sync_every_micro_step();
+    ForwardArgs args;
+    args.compute_grad = true;
+    args.grad_scale = 1.0f / static_cast<float>(K);
+    args.loss_normalizer = valid[m] > 0 ? valid[m] : 1;
+    args.hooks = dp.hooks(true, sync);
+    loss_sum += graph_.forward(dp, tokens_.data() + m * per_micro, targets_.data() + m * per_micro, args);
+    graph_.backward(dp, args.hooks);
+    dp.end_micro_step(sync);
+  }
+  // One all-reduce for the loss and the stop decision (the time limit is rank 0's
+  // clock, so every rank stops after the same step).
+  double stats[2] = {loss_sum, 0.0};
+  if (dp.rank() == 0 && options_.time_limit_seconds > 0 && now_seconds() - started_ > options_.time_limit_seconds)
+    stats[1] = 1.0;
+  dp.allreduce_sum(stats, 2);
+  const double loss = stats[0] / K;
+  DL_CHECK(std::isfinite(loss), "loss became %s at step %lld: training diverged; lower the learning rate (%g) or check "
+           "the data",
+           std::isnan(loss) ? "NaN" : "infinite", (long long)step_ + 1, options_.schedule.at(step_));
+  const double lr = options_.schedule.at(step_);
+  OptimizerResult opt = dp.optimizer_step(lr);
+  DL_CHECK(std::isfinite(opt.grad_norm), "gradient norm became %s at step %lld: training diverged",
+           std::isnan(opt.grad_norm) ? "NaN" : "infinite", (long long)step_ + 1);
   ++step_;
   StepStats s;
   s.step = step_;
-  s.loss = loss_sum / options_.grad_accum;
+  s.loss = loss;
   s.lr = lr;
-  s.grad_norm = norm;
+  s.grad_norm = opt.grad_norm;
   s.millis = timer.millis();
-  s.tokens_per_second =
-      static_cast<double>(options_.batch) * options_.seq_len * options_.grad_accum / (s.millis / 1e3);
+  s.tokens_per_second = static_cast<double>(per_micro) * K * dp.world_size() / (s.millis / 1e3);
+  s.comm = dp.take_comm_time();
+  if (stats[1] > 0) options_.steps = step_;  // time limit: this was the last step
   return s;
 }
 
 double Trainer::evaluate() {
   DL_CHECK(val_sampler_ != nullptr, "no validation data to evaluate on");
+  DataParallel& dp = *engine_;
   val_sampler_->set_position(0);
-  double sum = 0;
-  for (int i = 0; i < options_.eval_batches; ++i) {
+  const int E = options_.eval_batches;
+  // Per batch: the summed loss and the valid targets, over all ranks; the result is
+  // the mean of the batches' means, as one process with the whole batch computes it.
+  std::vector<double> sums(2 * static_cast<size_t>(E));
+  for (int i = 0; i < E; ++i) {
     val_sampler_->next(tokens_.data(), targets_.data());
-    sum += graph_.forward(model_, tokens_.data(), targets_.data(), false);
+    ForwardArgs args;
+    args.loss_normalizer = 1;  // returns the sum
+    args.hooks = dp.hooks(false, false);
+    sums[2 * i] = graph_.forward(dp, tokens_.data(), targets_.data(), args);
+    sums[2 * i + 1] = static_cast<double>(graph_.valid_targets());
+    dp.end_forward_only();
   }
-  return sum / options_.eval_batches;
+  dp.allreduce_sum(sums.data(), 2 * E);
+  double mean = 0;
+  for (int i = 0; i < E; ++i) mean += sums[2 * i + 1] > 0 ? sums[2 * i] / sums[2 * i + 1] : 0.0;
+  return mean / E;
 }
 
 void Trainer::run(const std::function<void(const StepStats&)>& on_step,
                   const std::function<void(int64_t step, double val_loss)>& on_eval) {
-  Timer total;
+  started_ = now_seconds();
   bool evaluated_last = false;
   if (has_validation() && on_eval) on_eval(step_, evaluate());
   while (step_ < options_.steps) {
@@ -91,7 +143,6 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step,
       on_eval(step_, evaluate());
       evaluated_last = true;
     }
-    if (options_.time_limit_seconds > 0 && total.seconds() > options_.time_limit_seconds) break;
   }
   if (has_validation() && on_eval && !evaluated_last) on_eval(step_, evaluate());
 }

@@ -1,5 +1,11 @@
-// The single-process training loop: gradient accumulation, clipping, AdamW with a
-// warmup + cosine schedule, periodic evaluation, per-step statistics.
+// The training loop on one process or many: gradient accumulation, clipping, AdamW
+// with a warmup + cosine schedule, periodic evaluation, per-step statistics.
+//
+// The trainer draws batches and runs the graph; everything that depends on how the
+// model is spread over ranks (where parameters and gradients live, communication,
+// the optimizer's shard) is the DataParallel object's. Decisions that must agree
+// across ranks (the loss, NaN, the time limit) are made from values summed over
+// every rank, so all ranks stop together.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +15,7 @@
 
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
+#include "distllm/train/data_parallel.h"
 #include "distllm/train/dataset.h"
 #include "distllm/train/lr_schedule.h"
 #include "distllm/train/optimizer.h"
@@ -16,7 +23,7 @@
 namespace distllm {
 
 struct TrainOptions {
-  int batch = 8;
+  int batch = 8;  // sequences per micro-batch, per rank
   int seq_len = 256;
   int grad_accum = 1;
   int64_t steps = 100;  // optimizer steps
@@ -26,25 +33,30 @@ struct TrainOptions {
   int64_t eval_every = 0;  // 0: only at the end
   int eval_batches = 8;
   double time_limit_seconds = 0;  // stop early after this much training time (0: none)
+  ActivationCheckpointing checkpointing;
   void validate() const;
 };
 
 struct StepStats {
   int64_t step = 0;  // 1-based optimizer step just completed
-  double loss = 0;   // mean over the accumulated micro-batches
+  double loss = 0;   // mean over the accumulated micro-batches and all ranks
   double lr = 0;
   double grad_norm = 0;
   double millis = 0;
-  double tokens_per_second = 0;
+  double tokens_per_second = 0;  // the whole job's
+  CommTime comm;                 // this rank's communication during the step
 };
 
 class Trainer {
  public:
+  // One process training `model` in place.
   Trainer(Transformer& model, const TokenDataset& train, const TokenDataset* val, TrainOptions options);
+  // Any strategy: `engine` holds (its rank's part of) the model.
+  Trainer(DataParallel& engine, const TokenDataset& train, const TokenDataset* val, TrainOptions options);
 
   StepStats step();
   // Mean loss over options.eval_batches fixed validation batches (the same ones at
-  // every evaluation). Requires a validation set.
+  // every evaluation; each rank evaluates its share). Requires a validation set.
   double evaluate();
   bool has_validation() const { return val_sampler_ != nullptr; }
 
@@ -54,18 +66,23 @@ class Trainer {
 
   int64_t steps_done() const { return step_; }
   BatchSampler& sampler() { return *sampler_; }
-  AdamW& optimizer() { return optimizer_; }
+  DataParallel& engine() { return *engine_; }
+  AdamW& optimizer() { return engine_->optimizer(); }
   const TrainOptions& options() const { return options_; }
+  const TrainGraph& graph() const { return graph_; }
 
  private:
-  Transformer& model_;
+  std::unique_ptr<DataParallel> owned_engine_;
+  DataParallel* engine_;
   TrainOptions options_;
   TrainGraph graph_;
-  AdamW optimizer_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<BatchSampler> val_sampler_;
-  std::vector<int32_t> tokens_, targets_;
+  std::vector<int32_t> tokens_, targets_;  // grad_accum micro-batches
   int64_t step_ = 0;
+  double started_ = 0;
+
+  void init(const TokenDataset& train, const TokenDataset* val);
 };
 
 }  // namespace distllm

@@ -1,0 +1,437 @@
+#include "distllm/train/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/base/rng.h"
+#include "distllm/base/strings.h"
+#include "distllm/comm/device_mesh.h"
+#include "distllm/train/bf16_buffer.h"
+
+namespace distllm {
+
+namespace {
+
+constexpr comm::CallOptions kAsync{.async_op = true};
+
+void fill_zero(float* p, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;
+  parallel_for(0, (n + kChunk - 1) / kChunk, [&](int64_t c) {
+    int64_t lo = c * kChunk;
+    std::memset(p + lo, 0, sizeof(float) * static_cast<size_t>(std::min(n, lo + kChunk) - lo));
+  });
+}
+
+void copy_floats(float* dst, const float* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
+int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20) / 4)); }
+
+uint64_t hash_floats(const float* p, int64_t n) {
+  uint64_t h = 0x243F6A8885A308D3ull ^ static_cast<uint64_t>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    h = mix64(h ^ bits) + static_cast<uint64_t>(i);
+  }
+  return h;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
+                           comm::ProcessGroupPtr world)
+    : config_(config), layout_(config), pc_(parallel), world_(std::move(world)) {
+  config_.validate();
+  pc_.validate();
+  const int n = world_ ? world_->size() : 1;
+  DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
+           "%d ranks were started but --strategy is none: pick ddp, zero1, zero2, zero3 or hsdp", n);
+  build_groups();
+  allocate();
+  optimizer_ = std::make_unique<AdamW>(layout_, adamw, owned_.begin, owned_.end);
+  build_hooks();
+}
+
+DataParallel::DataParallel(Transformer& model, const AdamWConfig& adamw)
+    : config_(model.config()), layout_(model.config()) {
+  plan_ = ShardPlan(layout_.total_size(), 1);
+  owned_ = plan_.owned(0);
+  buckets_ = make_buckets(layout_, mib_to_floats(pc_.bucket_mb), mib_to_floats(pc_.first_bucket_mb));
+  full_params_ = model.params();
+  full_grads_ = model.grads();
+  master_ = full_params_;
+  shard_grads_ = full_grads_;
+  GradReducerSetup r;
+  r.layout = &layout_;
+  r.plan = plan_;
+  r.buckets = buckets_;
+  r.full_grads = full_grads_;
+  r.tracker = &tracker_;
+  reducer_ = std::make_unique<GradReducer>(std::move(r));
+  optimizer_ = std::make_unique<AdamW>(layout_, adamw);
+  build_hooks();
+}
+
+DataParallel::~DataParallel() = default;
+
+int DataParallel::rank() const { return world_ ? world_->rank() : 0; }
+int DataParallel::world_size() const { return world_ ? world_->size() : 1; }
+int DataParallel::replicas() const { return replicate_group_ ? replicate_group_->size() : 1; }
+
+void DataParallel::build_groups() {
+  const int n = world_size();
+  int shard = 1;
+  switch (pc_.strategy) {
+    case Strategy::kNone:
+    case Strategy::kDdp: shard = 1; break;
+    case Strategy::kZero1:
+    case Strategy::kZero2:
+    case Strategy::kZero3: shard = n; break;
+    case Strategy::kHsdp: {
+      const int hosts = world_ ? world_->num_hosts() : 1;
+      shard = pc_.shard_size > 0 ? pc_.shard_size : std::max(1, n / std::max(1, hosts));
+      DL_CHECK(n % shard == 0, "hsdp: the shard group size %d does not divide the %d ranks (%s)", shard, n,
+               pc_.shard_size > 0 ? "--shard-size" : "ranks per host; give --shard-size");
+      break;
+    }
+  }
+  const int replicas = n / shard;
+  if (n > 1) {
+    if (shard == 1) {
+      replicate_group_ = world_;
+    } else if (replicas == 1) {
+      shard_group_ = world_;
+    } else {
+      // Replicas outermost, shards innermost: shard peers are consecutive ranks,
+      // which launchers place on one host (shared memory); replicas cross hosts.
+      comm::DeviceMesh mesh(world_, {{"replicate", replicas}, {"shard", shard}});
+      shard_group_ = mesh.group("shard");
+      replicate_group_ = mesh.group("replicate");
+    }
+  }
+  shard_rank_ = shard_group_ ? shard_group_->rank() : 0;
+  reduce_group_ = shard_group_;
+  if (shard_group_ && pc_.shards_params()) {
+    // Gradient reduce-scatters get their own communicator (and thread), so the next
+    // group's parameter gather never queues behind a reduction (FSDP's two streams).
+    reduce_group_ = shard_group_->split(0, shard_rank_);
+  }
+  plan_ = ShardPlan(layout_.total_size(), shard);
+  owned_ = plan_.owned(shard_rank_);
+  buckets_ = make_buckets(layout_, mib_to_floats(pc_.bucket_mb), mib_to_floats(pc_.first_bucket_mb));
+}
+
+void DataParallel::allocate() {
+  const int64_t total = layout_.total_size();
+  if (!pc_.shards_params()) {
+    own_params_.resize(static_cast<size_t>(total));
+    full_params_ = own_params_.data();
+  }
+  if (pc_.shards_params() || bf16_params()) {
+    master_buf_.resize(static_cast<size_t>(owned_.size()));
+    master_ = master_buf_.data();
+  } else {
+    master_ = full_params_ + owned_.begin;
+  }
+  if (!pc_.shards_grads()) {
+    own_grads_.resize(static_cast<size_t>(total));
+    full_grads_ = own_grads_.data();
+    shard_grads_ = full_grads_ + owned_.begin;
+  } else {
+    shard_grads_buf_.resize(static_cast<size_t>(owned_.size()));
+    shard_grads_ = shard_grads_buf_.data();
+  }
+  GradReducerSetup r;
+  r.layout = &layout_;
+  r.plan = plan_;
+  r.shard_rank = shard_rank_;
+  r.shard_group = plan_.ranks() > 1 ? reduce_group_ : nullptr;
+  r.replicate_group = replicate_group_;
+  r.buckets = buckets_;
+  r.bf16 = bf16_grads();
+  r.full_grads = full_grads_;
+  r.shard_grads = full_grads_ ? nullptr : shard_grads_;
+  r.tracker = &tracker_;
+  reducer_ = std::make_unique<GradReducer>(std::move(r));
+  if (pc_.shards_params()) {
+    ParamGathererSetup g;
+    g.layout = &layout_;
+    g.plan = plan_;
+    g.shard_rank = shard_rank_;
+    g.shard_group = plan_.ranks() > 1 ? shard_group_ : nullptr;
+    g.bf16 = bf16_params();
+    // A rank may own nothing (more ranks than aligned chunks): give it a valid pointer.
+    static float empty_shard[1] = {0};
+    g.master = master_ ? master_ : empty_shard;
+    g.tracker = &tracker_;
+    gatherer_ = std::make_unique<ParamGatherer>(std::move(g));
+  }
+}
+
+void DataParallel::build_hooks() {
+  auto make = [this](bool compute_grad, bool sync) {
+    TrainHooks h;
+    h.before_group_forward = [this](int g) { on_before_forward(g); };
+    h.after_group_forward = [this, compute_grad](int g) { on_after_forward(g, compute_grad); };
+    h.before_group_backward = [this](int g) { on_before_backward(g); };
+    h.group_grads_ready = [this, sync](int g) { on_grads_ready(g, sync); };
+    return h;
+  };
+  hooks_grad_sync_ = make(true, true);
+  hooks_grad_nosync_ = make(true, false);
+  hooks_forward_only_ = make(false, false);
+}
+
+std::string DataParallel::describe() const {
+  std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
+  if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
+  s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
+                 buckets_.size() == 1 ? "" : "s", pc_.bucket_mb, pc_.first_bucket_mb,
+                 mixed_precision_name(pc_.mixed_precision));
+  if (pc_.shards_params())
+    s += strprintf(", reshard after forward %s, prefetch %s", pc_.reshard_after_forward ? "on" : "off",
+                   pc_.prefetch ? "on" : "off");
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Parameters
+
+void DataParallel::init_weights(uint64_t seed) {
+  if (full_params_) {
+    // Every rank draws the same values (a pure function of the seed).
+    init_weights_range(layout_, seed, 0, layout_.total_size(), full_params_);
+    if (master_ != full_params_ + owned_.begin) copy_floats(master_, full_params_ + owned_.begin, owned_.size());
+    refresh_working_params();
+  } else {
+    if (owned_.size() > 0) init_weights_range(layout_, seed, owned_.begin, owned_.end, master_);
+  }
+}
+
+void DataParallel::load_full(const float* full) {
+  if (full_params_) copy_floats(full_params_, full, layout_.total_size());
+  if (!full_params_ || master_ != full_params_ + owned_.begin)
+    copy_floats(master_, full + owned_.begin, owned_.size());
+  refresh_working_params();
+}
+
+void DataParallel::refresh_working_params() {
+  // bf16 parameters: the working copy is the rounded master (f32 storage, since the
+  // kernels compute in f32). With one shard this is local; otherwise the all-gather
+  // after each step delivers rounded values.
+  if (full_params_ && bf16_params() && plan_.ranks() == 1) round_to_bf16(master_, full_params_, layout_.total_size());
+}
+
+void DataParallel::sync_parameters() {
+  if (replicate_group_ && replicate_group_->size() > 1 && owned_.size() > 0) {
+    tracker_.blocking(owned_.size() * 4, [&] {
+      replicate_group_->broadcast(master_, static_cast<size_t>(owned_.size()), comm::DType::kF32, 0);
+    });
+  }
+  if (full_params_) gather_params_after_step();
+}
+
+void DataParallel::gather_params_after_step() {
+  if (!full_params_) return;
+  if (plan_.ranks() == 1) {
+    refresh_working_params();
+    return;
+  }
+  if (!bf16_params()) {
+    // In place: each rank's owned part is already where the full buffer keeps it.
+    std::vector<comm::WorkPtr> works;
+    for (const Bucket& b : buckets_) {
+      float* out = full_params_ + b.range.begin;
+      auto w = shard_group_->allgatherv(out + plan_.offset_in(shard_rank_, b.range), out, plan_.counts(b.range),
+                                        comm::DType::kF32, kAsync);
+      tracker_.issued(w, b.range.size() * 4);
+      works.push_back(std::move(w));
+    }
+    for (auto& w : works) tracker_.wait(w);
+    return;
+  }
+  AlignedBuffer<uint16_t> in, out;
+  for (const Bucket& b : buckets_) {
+    const FlatRange part = owned_.intersect(b.range);
+    in.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(1, part.size())));
+    out.resize_uninitialized(static_cast<size_t>(b.range.size()));
+    if (!part.empty()) f32_to_bf16_buffer(master_ + (part.begin - owned_.begin), in.data(), part.size());
+    tracker_.blocking(b.range.size() * 2, [&] {
+      shard_group_->allgatherv(in.data(), out.data(), plan_.counts(b.range), comm::DType::kBF16);
+    });
+    bf16_to_f32_buffer(out.data(), full_params_ + b.range.begin, b.range.size());
+  }
+}
+
+void DataParallel::gather_full(float* out) {
+  const int64_t total = layout_.total_size();
+  if (plan_.ranks() == 1) {
+    copy_floats(out, master_, total);
+    return;
+  }
+  for (const Bucket& b : buckets_) {
+    const FlatRange part = owned_.intersect(b.range);
+    float* dst = out + b.range.begin;
+    float* mine = dst + plan_.offset_in(shard_rank_, b.range);
+    if (!part.empty()) copy_floats(mine, master_ + (part.begin - owned_.begin), part.size());
+    tracker_.blocking(b.range.size() * 4, [&] {
+      shard_group_->allgatherv(mine, dst, plan_.counts(b.range), comm::DType::kF32);
+    });
+  }
+}
+
+void DataParallel::check_replicas() {
+  // Replicated state: the full working parameters (every rank), or the master shard
+  // (its replicas).
+  comm::ProcessGroupPtr group = full_params_ ? world_ : replicate_group_;
+  if (!group || group->size() == 1) return;
+  const float* base = full_params_ ? full_params_ : master_;
+  const FlatRange range = full_params_ ? FlatRange{0, layout_.total_size()} : owned_;
+  const auto& tensors = layout_.tensors();
+  std::vector<uint64_t> mine(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    FlatRange t = FlatRange{tensors[i].offset, tensors[i].offset + tensors[i].numel}.intersect(range);
+    mine[i] = hash_floats(base + (t.begin - range.begin), t.size());
+  }
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(group->size()));
+  group->allgather(mine.data(), all.data(), mine.size() * sizeof(uint64_t), comm::DType::kU8);
+  for (int r = 1; r < group->size(); ++r) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (all[static_cast<size_t>(r) * mine.size() + i] != all[i])
+        throw_error(strprintf("replica check after step %lld: %s differs between rank %d and rank %d of group '%s' "
+                              "(parameters diverged across data-parallel replicas)",
+                              (long long)optimizer_->steps_taken(), tensors[i].name.c_str(), group->world_ranks()[0],
+                              group->world_ranks()[static_cast<size_t>(r)], group->name().c_str()));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// A step
+
+void DataParallel::begin_step() {
+  if (full_grads_)
+    fill_zero(full_grads_, layout_.total_size());
+  else
+    fill_zero(shard_grads_, owned_.size());
+}
+
+const TrainHooks* DataParallel::hooks(bool compute_grad, bool sync) {
+  DL_CHECK(compute_grad || !sync, "internal error: sync without gradients");
+  DL_CHECK(!compute_grad || sync || full_grads_,
+           "internal error: sharded gradients must be reduced every micro-step");
+  in_sync_ = sync;
+  if (!compute_grad) return &hooks_forward_only_;
+  return sync ? &hooks_grad_sync_ : &hooks_grad_nosync_;
+}
+
+void DataParallel::on_before_forward(int g) {
+  if (!gatherer_) return;
+  const bool tied = layout_.head_uses_embedding();
+  if (g == head_group() && tied) gatherer_->prefetch(embed_group());
+  gatherer_->prefetch(g);
+  if (pc_.prefetch && g < head_group()) {
+    gatherer_->prefetch(g + 1);
+    if (g + 1 == head_group() && tied) gatherer_->prefetch(embed_group());
+  }
+}
+
+void DataParallel::on_after_forward(int g, bool compute_grad) {
+  if (!gatherer_) return;
+  if (!compute_grad) {
+    gatherer_->release(g);
+    if (g == head_group()) gatherer_->release_all();
+    return;
+  }
+  // The embedding's parameters are not needed in backward (only a tied head reads
+  // them again, and it gathers them itself).
+  if (pc_.reshard_after_forward || g == embed_group()) gatherer_->release(g);
+}
+
+void DataParallel::on_before_backward(int g) {
+  if (!gatherer_) return;
+  gatherer_->prefetch(g);
+  if (pc_.prefetch && g - 1 > embed_group()) gatherer_->prefetch(g - 1);
+}
+
+void DataParallel::on_grads_ready(int g, bool sync) {
+  if (gatherer_) {
+    if (g == head_group()) {
+      gatherer_->release(g);
+      gatherer_->release(embed_group());
+      if (pc_.prefetch && config_.n_layer > 0) gatherer_->prefetch(layout_.layer_group(config_.n_layer - 1));
+    } else if (g != embed_group()) {
+      gatherer_->release(g);
+    }
+  }
+  if (sync) reducer_->group_ready(g);
+}
+
+void DataParallel::end_micro_step(bool sync) {
+  if (sync) reducer_->finish();
+  if (gatherer_) gatherer_->release_all();
+}
+
+void DataParallel::end_forward_only() {
+  if (gatherer_) gatherer_->release_all();
+}
+
+OptimizerResult DataParallel::optimizer_step(double lr) {
+  double ss = optimizer_->grad_sum_of_squares(shard_grads_);
+  if (plan_.ranks() > 1) {
+    tracker_.blocking(8, [&] { shard_group_->allreduce(&ss, 1, comm::DType::kF64, comm::ReduceOp::kSum); });
+  }
+  OptimizerResult r;
+  r.grad_norm = std::sqrt(ss);
+  if (!std::isfinite(r.grad_norm)) return r;  // the caller stops; every rank sees the same norm
+  optimizer_->update(master_, shard_grads_, lr, r.grad_norm);
+  gather_params_after_step();
+  if (pc_.check_replicas) check_replicas();
+  return r;
+}
+
+void DataParallel::allreduce_sum(double* values, int n) {
+  if (world_size() == 1) return;
+  tracker_.blocking(n * 8, [&] { world_->allreduce(values, static_cast<size_t>(n), comm::DType::kF64); });
+}
+
+void DataParallel::allreduce_sum(int64_t* values, int n) {
+  if (world_size() == 1) return;
+  tracker_.blocking(n * 8, [&] { world_->allreduce(values, static_cast<size_t>(n), comm::DType::kI64); });
+}
+
+void DataParallel::allreduce_max(double* values, int n) {
+  if (world_size() == 1) return;
+  tracker_.blocking(n * 8, [&] {
+    world_->allreduce(values, static_cast<size_t>(n), comm::DType::kF64, comm::ReduceOp::kMax);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// ParamSource
+
+float* DataParallel::group_params(int g) {
+  if (full_params_) return full_params_ + layout_.groups().at(static_cast<size_t>(g)).offset;
+  return gatherer_->acquire(g);
+}
+
+float* DataParallel::group_grads(int g) { return reducer_->group_grads(g); }
+
+MemoryBreakdown DataParallel::memory() const {
+  MemoryBreakdown m;
+  const int64_t total = layout_.total_size() * 4;
+  m.params = full_params_ ? total : 0;
+  m.master = static_cast<int64_t>(master_buf_.size() * 4);
+  m.grads = full_grads_ ? total : static_cast<int64_t>(shard_grads_buf_.size() * 4);
+  m.optimizer = static_cast<int64_t>(optimizer_->state_bytes());
+  m.gathered_peak = gatherer_ ? gatherer_->peak_bytes() : 0;
+  m.buckets_peak = reducer_->peak_bytes();
+  return m;
+}
+
+}  // namespace distllm

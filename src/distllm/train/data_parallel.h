@@ -1,0 +1,161 @@
+// The strategy object between the trainer and the model (DDP, ZeRO-1/2/3, HSDP, or
+// one process): it owns the parameters (full, or a shard), the gradients (full, or
+// a shard), the optimizer state (a shard), supplies the training graph's hooks, and
+// makes the step's decisions collectively (gradient norm, loss, stop).
+//
+// Ranks are arranged as replicate x shard (parallel_config.h): the shard group of
+// S ranks splits the flat buffer by ShardPlan; the R replicas of a shard hold the
+// same state and all-reduce their gradients. DDP is S = 1, ZeRO is R = 1, HSDP is
+// both. A step is:
+//   begin_step();
+//   for each micro-batch: hooks(sync) -> graph forward/backward -> end_micro_step(sync)
+//   optimizer_step(lr)      // global norm, clipping, AdamW on the shard, all-gather
+// With gradients kept in a full buffer (none, DDP, ZeRO-1) only the last micro-step
+// synchronises (sync); with sharded gradients every micro-step does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distllm/base/aligned_buffer.h"
+#include "distllm/comm/process_group.h"
+#include "distllm/model/param_source.h"
+#include "distllm/model/train_graph.h"
+#include "distllm/model/transformer.h"
+#include "distllm/train/comm_tracker.h"
+#include "distllm/train/grad_reducer.h"
+#include "distllm/train/optimizer.h"
+#include "distllm/train/param_gatherer.h"
+#include "distllm/train/parallel_config.h"
+#include "distllm/train/shard_plan.h"
+
+namespace distllm {
+
+// Bytes this rank holds, by category (what `distllm plan` predicts).
+struct MemoryBreakdown {
+  int64_t params = 0;     // full working parameters (none/ddp/zero1/zero2)
+  int64_t master = 0;     // f32 master shard (zero3/hsdp, or bf16 master copy)
+  int64_t grads = 0;      // full gradients or the gradient shard
+  int64_t optimizer = 0;  // AdamW moments of the owned shard
+  int64_t gathered_peak = 0;  // most gathered-group bytes alive at once (zero3/hsdp)
+  int64_t buckets_peak = 0;   // most bucket/staging bytes alive at once
+  int64_t total() const { return params + master + grads + optimizer + gathered_peak + buckets_peak; }
+};
+
+struct OptimizerResult {
+  double grad_norm = 0;  // before clipping; the same on every rank
+};
+
+class DataParallel : public ParamSource {
+ public:
+  // A model of `config` trained by `world` (null: one process, strategy none).
+  // Parameters start at zero: call init_weights or load_full next.
+  DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
+               comm::ProcessGroupPtr world);
+  // One process training an existing model in place (its buffers are used).
+  DataParallel(Transformer& model, const AdamWConfig& adamw);
+  ~DataParallel() override;
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  const ParallelConfig& parallel() const { return pc_; }
+  int rank() const;        // in the world (0 for one process)
+  int world_size() const;  // 1 for one process
+  int shard_size() const { return plan_.ranks(); }
+  int replicas() const;
+  FlatRange owned() const { return owned_; }
+  const comm::ProcessGroupPtr& world() const { return world_; }
+  bool sync_every_micro_step() const { return !full_grads_; }
+
+  // Initial weights as Transformer::init_weights(seed) makes them (each rank fills
+  // only what it holds), or every rank's copy of the full parameters (e.g. loaded
+  // from a Hugging Face directory).
+  void init_weights(uint64_t seed);
+  void load_full(const float* full_params);
+  // Makes every replica of every parameter equal to its owner's (DDP: rank 0's).
+  void sync_parameters();
+  // The full f32 (master) parameters, on every rank.
+  void gather_full(float* out);
+  // Debug: throws naming the first rank whose replicated parameters differ.
+  void check_replicas();
+
+  // ---- a training step ----
+  void begin_step();
+  // Hooks for one forward/backward: with sync, gradients are reduced as their
+  // buckets fill. Without gradients (evaluation) pass compute_grad = false.
+  const TrainHooks* hooks(bool compute_grad, bool sync);
+  // After a micro-step's backward: waits for its reductions (when sync).
+  void end_micro_step(bool sync);
+  OptimizerResult optimizer_step(double lr);
+  // After a forward without gradients: frees gathered groups.
+  void end_forward_only();
+
+  // Sums over every rank (in place). No-ops for one process.
+  void allreduce_sum(double* values, int n);
+  void allreduce_sum(int64_t* values, int n);
+  void allreduce_max(double* values, int n);
+
+  // ---- ParamSource ----
+  float* group_params(int group) override;
+  float* group_grads(int group) override;
+
+  // ---- statistics ----
+  CommTime take_comm_time() { return tracker_.take(); }
+  MemoryBreakdown memory() const;
+  const AdamW& optimizer() const { return *optimizer_; }
+  AdamW& optimizer() { return *optimizer_; }
+  // Collectives issued so far on the shard group by the gatherer (tests).
+  int64_t gathers() const { return gatherer_ ? gatherer_->gathers() : 0; }
+  int64_t gathered_live_bytes() const { return gatherer_ ? gatherer_->live_bytes() : 0; }
+  int64_t gathered_peak_bytes() const { return gatherer_ ? gatherer_->peak_bytes() : 0; }
+  void reset_gathered_peak() {
+    if (gatherer_) gatherer_->reset_peak();
+  }
+  std::string describe() const;
+
+ private:
+  ModelConfig config_;
+  ParamLayout layout_;
+  ParallelConfig pc_;
+  comm::ProcessGroupPtr world_, shard_group_, reduce_group_, replicate_group_;
+  ShardPlan plan_;
+  int shard_rank_ = 0;
+  FlatRange owned_;
+  std::vector<Bucket> buckets_;
+  CommTracker tracker_;
+
+  // Storage. full_params_ / full_grads_ point at owned buffers or a wrapped model.
+  AlignedBuffer<float> own_params_, own_grads_, master_buf_, shard_grads_buf_;
+  float* full_params_ = nullptr;  // null when parameters are sharded
+  float* full_grads_ = nullptr;   // null when gradients are sharded
+  float* master_ = nullptr;       // owned f32 master slice (may alias full_params_)
+  float* shard_grads_ = nullptr;  // owned gradient slice (may alias full_grads_)
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ParamGatherer> gatherer_;
+
+  TrainHooks hooks_grad_sync_, hooks_grad_nosync_, hooks_forward_only_;
+  bool in_sync_ = false;
+
+  bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
+  bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }
+  void build_groups();
+  void allocate();
+  void build_hooks();
+  void gather_params_after_step();
+  void refresh_working_params();
+  // Forward / backward visits (ZeRO-3): acquire, prefetch, release.
+  void on_before_forward(int group);
+  void on_after_forward(int group, bool compute_grad);
+  void on_before_backward(int group);
+  void on_grads_ready(int group, bool sync);
+  int head_group() const { return layout_.head_group(); }
+  int embed_group() const { return layout_.embed_group(); }
+};
+
+}  // namespace distllm
