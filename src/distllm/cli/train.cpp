@@ -1,15 +1,26 @@
-// `distllm train`: train a GPT-2 or Llama model on one process.
+// `distllm train`: train a GPT-2 or Llama model on one process, or on N ranks under
+// `mpirun -np N` / `srun --mpi=pmix` with the data-parallel strategy --strategy names.
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "distllm/base/error.h"
 #include "distllm/base/log.h"
+#include "distllm/base/memory_stats.h"
+#include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/cli/train_report.h"
+#include "distllm/comm/errors.h"
+#include "distllm/comm/world.h"
 #include "distllm/io/file_util.h"
 #include "distllm/model/hf_checkpoint.h"
+#include "distllm/plan/plan.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "distllm/train/rank_consistency.h"
 #include "distllm/train/trainer.h"
 
 namespace distllm {
@@ -32,8 +43,105 @@ void byte_datasets(const std::string& path, double val_fraction, std::unique_ptr
   }
 }
 
-int run_train(Args& args) {
-  apply_thread_flag(args);
+// A fingerprint of a dataset's contents that is cheap to take: its size, shard
+// count, and a hash of a few windows spread over it.
+std::string data_fingerprint(const TokenDataset& d) {
+  uint64_t h = d.size() ^ (static_cast<uint64_t>(d.num_shards()) << 48);
+  const uint64_t windows = d.num_windows(63);
+  std::vector<int32_t> w(64);
+  for (uint64_t k = 0; k < 16 && windows > 0; ++k) {
+    d.window(k * windows / 16, 63, w.data());
+    for (int32_t t : w) h = (h ^ static_cast<uint32_t>(t)) * 0x100000001B3ull;
+  }
+  return strprintf("%llu tokens, %zu shards, hash %016llx", (unsigned long long)d.size(), d.num_shards(),
+                   (unsigned long long)h);
+}
+
+ConfigFields job_fields(const ModelConfig& cfg, const TrainOptions& o, const ParallelConfig& pc,
+                        const TokenDataset& train, const TokenDataset* val, const std::string& init_from) {
+  ConfigFields f;
+  f.emplace_back("model config", cfg.to_hf_json().dump());
+  f.emplace_back("--batch", std::to_string(o.batch));
+  f.emplace_back("--seq", std::to_string(o.seq_len));
+  f.emplace_back("--grad-accum", std::to_string(o.grad_accum));
+  f.emplace_back("--steps", std::to_string(o.steps));
+  f.emplace_back("--lr", strprintf("%.17g", o.schedule.max_lr));
+  f.emplace_back("--min-lr", strprintf("%.17g", o.schedule.min_lr));
+  f.emplace_back("--warmup", std::to_string(o.schedule.warmup_steps));
+  f.emplace_back("--schedule", o.schedule.kind);
+  f.emplace_back("--beta1", strprintf("%.17g", o.adamw.beta1));
+  f.emplace_back("--beta2", strprintf("%.17g", o.adamw.beta2));
+  f.emplace_back("--adam-eps", strprintf("%.17g", o.adamw.eps));
+  f.emplace_back("--weight-decay", strprintf("%.17g", o.adamw.weight_decay));
+  f.emplace_back("--clip", strprintf("%.17g", o.adamw.grad_clip));
+  f.emplace_back("--seed", std::to_string(o.seed));
+  f.emplace_back("--eval-every", std::to_string(o.eval_every));
+  f.emplace_back("--eval-batches", std::to_string(o.eval_batches));
+  f.emplace_back("--time-limit", strprintf("%.17g", o.time_limit_seconds));
+  f.emplace_back("--activation-checkpointing", o.checkpointing.describe());
+  f.emplace_back("--strategy", strategy_name(pc.strategy));
+  f.emplace_back("--bucket-mb", strprintf("%.17g", pc.bucket_mb));
+  f.emplace_back("--first-bucket-mb", strprintf("%.17g", pc.first_bucket_mb));
+  f.emplace_back("--mixed-precision", mixed_precision_name(pc.mixed_precision));
+  f.emplace_back("--reshard-after-forward", pc.reshard_after_forward ? "true" : "false");
+  f.emplace_back("--prefetch", pc.prefetch ? "true" : "false");
+  f.emplace_back("--shard-size", std::to_string(pc.shard_size));
+  f.emplace_back("--init-from", init_from);
+  f.emplace_back("training data", data_fingerprint(train));
+  f.emplace_back("validation data", val ? data_fingerprint(*val) : "none");
+  return f;
+}
+
+bool parse_bool(const std::string& flag, const std::string& v) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  throw_error(strprintf("--%s must be true or false, got '%s'", flag.c_str(), v.c_str()));
+}
+
+// Every rank's communication time and memory for the log (one small all-gather).
+std::vector<RankFigures> gather_rank_figures(DataParallel& dp, const CommTime& comm) {
+  double mine[4] = {comm.busy_s * 1e3, comm.exposed_s * 1e3, static_cast<double>(MemoryStats::peak()),
+                    static_cast<double>(peak_rss_bytes())};
+  const int n = dp.world_size();
+  std::vector<double> all(4 * static_cast<size_t>(n));
+  if (n == 1) {
+    std::copy(mine, mine + 4, all.begin());
+  } else {
+    dp.world()->allgather(mine, all.data(), 4, comm::DType::kF64);
+  }
+  std::vector<RankFigures> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    out[r].comm_busy_ms = all[4 * r];
+    out[r].comm_exposed_ms = all[4 * r + 1];
+    out[r].peak_bytes = static_cast<int64_t>(all[4 * r + 2]);
+    out[r].peak_rss_bytes = static_cast<int64_t>(all[4 * r + 3]);
+  }
+  return out;
+}
+
+// Test hook: DISTLLM_TEST_KILL_RANK=r and DISTLLM_TEST_KILL_STEP=s make rank r die
+// (SIGKILL) in the middle of step s, after its forward pass, while the other ranks
+// are in backward with reductions in flight.
+std::function<void(int64_t)> kill_hook(int rank) {
+  const char* r = std::getenv("DISTLLM_TEST_KILL_RANK");
+  const char* s = std::getenv("DISTLLM_TEST_KILL_STEP");
+  if (!r || !s || std::atoi(r) != rank) return nullptr;
+  const int64_t step = std::atoll(s);
+  return [step](int64_t current) {
+    if (current == step) std::raise(SIGKILL);
+  };
+}
+
+int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
+  const int rank = world ? world->rank() : 0;
+  const int world_size = world ? world->size() : 1;
+  // Threads: the host's CPUs shared among the ranks on it.
+  const int ranks_here = world ? std::max(1, world_size / std::max(1, world->num_hosts())) : 1;
+  int64_t threads = args.get_int("threads", std::max(1, available_cpus() / ranks_here),
+                                 "threads per rank for kernels and BLAS (default: CPUs / ranks on this host)");
+  DL_CHECK(threads >= 1 && threads <= 1024, "--threads must be in [1, 1024], got %lld", (long long)threads);
+  set_num_threads(static_cast<int>(threads));
+
   auto data = args.get_optional("data", "token file or prepared data directory (see `distllm data prepare`)");
   auto val_data = args.get_optional("val-data", "validation token file/directory (default: the data dir's val split)");
   auto text = args.get_optional("text", "train byte-level (vocabulary 256) on this text file instead of --data");
@@ -41,7 +149,7 @@ int run_train(Args& args) {
   auto init_from = args.get_optional("init-from", "start from this Hugging Face model directory");
 
   TrainOptions o;
-  o.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch"));
+  o.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per rank"));
   o.seq_len = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
   o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per optimizer step"));
   o.steps = args.get_int("steps", 100, "optimizer steps");
@@ -56,10 +164,33 @@ int run_train(Args& args) {
   o.adamw.grad_clip = args.get_double("clip", 1.0, "max global gradient norm (0: off)");
   o.seed = static_cast<uint64_t>(args.get_int("seed", 1337, "seed for initialisation and data order"));
   o.eval_every = args.get_int("eval-every", 0, "evaluate every N steps (0: at start and end only)");
-  o.eval_batches = static_cast<int>(args.get_int("eval-batches", 8, "validation batches per evaluation"));
+  o.eval_batches = static_cast<int>(args.get_int("eval-batches", 8, "validation batches per evaluation (per rank)"));
   o.time_limit_seconds = args.get_double("time-limit", 0, "stop after this many seconds of training (0: none)");
+  o.checkpointing = ActivationCheckpointing::parse(args.get_string(
+      "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
+
+  std::string strategy = args.get_string("strategy", world_size > 1 ? "ddp" : "none",
+                                         "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
+  ParallelConfig pc;
+  pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
+  pc.first_bucket_mb = args.get_double("first-bucket-mb", pc.first_bucket_mb, "size of the first (earliest) bucket");
+  pc.mixed_precision = parse_mixed_precision(
+      args.get_string("mixed-precision", "fp32", "fp32 | bf16-comm (bf16 gradients) | bf16 (also bf16 parameters)"));
+  pc.reshard_after_forward = parse_bool(
+      "reshard-after-forward",
+      args.get_string("reshard-after-forward", "true", "zero3/hsdp: free gathered parameters after forward"));
+  pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: do not gather the next group ahead of use");
+  pc.check_replicas = args.get_flag("check-replicas", "debug: check replicated parameters are identical after every step");
+  pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
+  double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
+
   auto out = args.get_optional("out", "save the trained model here (Hugging Face layout)");
   int64_t log_every = args.get_int("log-every", 1, "print one line every N steps");
+  std::string progress = args.get_string("progress", "auto", "auto | on | off: a live progress line on a terminal");
+  std::string metrics_file = args.get_string("metrics-file", "", "append one JSON object per step and evaluation");
+  std::string plot = args.get_string("plot", "", "write the loss curve (SVG) here (default: next to --out or "
+                                                  "--metrics-file)");
+  DL_CHECK(log_every >= 1, "--log-every must be >= 1");
 
   std::unique_ptr<TokenDataset> train, val;
   int vocab_hint = 0;
@@ -77,7 +208,7 @@ int run_train(Args& args) {
         try {
           val = std::make_unique<TokenDataset>(TokenDataset::open(*data, "val"));
         } catch (const Error&) {
-          LOG_WARN("%s has no validation split; training without evaluation", data->c_str());
+          if (rank == 0) LOG_WARN("%s has no validation split; training without evaluation", data->c_str());
         }
       }
       vocab_hint = static_cast<int>(train->vocab_size());
@@ -86,59 +217,126 @@ int run_train(Args& args) {
   ModelConfig cfg = model_config_from_flags(args, "gpt2-tiny", vocab_hint);
   if (args.help_or_finish()) return 0;
   if (o.schedule.min_lr < 0) o.schedule.min_lr = o.schedule.max_lr / 10;
+  if (init_from) cfg = load_hf_config(*init_from);
 
-  std::unique_ptr<Transformer> model;
-  if (init_from) {
-    model = load_hf_model(*init_from);
-    cfg = model->config();
+  if (strategy == "auto") {
+    plan::PlanInput in;
+    in.model = cfg;
+    in.world = world_size;
+    in.hosts = world ? world->num_hosts() : 1;
+    in.batch = o.batch;
+    in.seq = o.seq_len;
+    in.grad_accum = o.grad_accum;
+    in.checkpointing = o.checkpointing;
+    in.parallel = pc;
+    plan::MachineRates rates = plan::default_rates(static_cast<int>(threads));
+    double limit = memory_gb > 0 ? memory_gb * 1e9 : plan::host_memory_bytes() * 0.8 / ranks_here;
+    plan::Estimate best = plan::recommend(in, rates, limit);
+    pc.strategy = best.input.parallel.strategy;
+    o.checkpointing = best.input.checkpointing;
+    if (rank == 0)
+      std::printf("strategy auto: %s (%.2f GB per rank of %.2f GB allowed, about %.0f tok/s estimated)\n",
+                  plan::describe_choice(best).c_str(), best.memory.total() / 1e9, limit / 1e9, best.tokens_per_s);
   } else {
-    model = std::make_unique<Transformer>(cfg);
-    model->init_weights(o.seed);
+    pc.strategy = parse_strategy(strategy);
   }
-  std::printf("model: %s\n", cfg.describe().c_str());
-  std::printf("data: %s, %llu tokens%s\n", train->origin().c_str(), (unsigned long long)train->size(),
-              val ? strprintf("; validation %llu tokens", (unsigned long long)val->size()).c_str() : "");
-  std::printf("batch %d x %d tokens, %d accumulation step(s), %lld steps, lr %g -> %g (%s, warmup %lld)\n", o.batch,
-              o.seq_len, o.grad_accum, (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr,
-              o.schedule.kind.c_str(), (long long)o.schedule.warmup_steps);
-  std::fflush(stdout);
+  if (world) check_same_on_all_ranks(*world, job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")));
 
-  Trainer trainer(*model, *train, val.get(), o);
+  DataParallel dp(cfg, pc, o.adamw, world);
+  if (init_from) {
+    std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
+    dp.load_full(loaded->params());
+  } else {
+    dp.init_weights(o.seed);
+  }
+  dp.sync_parameters();
+
+  const bool lead = rank == 0;
+  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * world_size;
+  if (lead) {
+    std::printf("model: %s\n", cfg.describe().c_str());
+    std::printf("data: %s, %llu tokens%s\n", train->origin().c_str(), (unsigned long long)train->size(),
+                val ? strprintf("; validation %llu tokens", (unsigned long long)val->size()).c_str() : "");
+    std::printf("parallel: %s; %lld thread%s per rank\n", dp.describe().c_str(), (long long)threads,
+                threads == 1 ? "" : "s");
+    std::printf("batch %d x %d tokens x %d rank%s, %d accumulation step(s) = %.0f tokens/step, %lld steps, "
+                "lr %g -> %g (%s, warmup %lld)%s\n",
+                o.batch, o.seq_len, world_size, world_size == 1 ? "" : "s", o.grad_accum, tokens_per_step,
+                (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr, o.schedule.kind.c_str(),
+                (long long)o.schedule.warmup_steps,
+                o.checkpointing.every ? (", activation checkpointing " + o.checkpointing.describe()).c_str() : "");
+    std::fflush(stdout);
+  }
+
+  TrainReport report(lead, o.steps, log_every, progress, metrics_file, tokens_per_step);
+  report.run_info(strprintf("%s on %d rank%s (%s)", cfg.describe().c_str(), world_size, world_size == 1 ? "" : "s",
+                            strategy_name(pc.strategy)),
+                  dp.describe());
+  if (auto hook = kill_hook(rank)) o.before_backward = hook;
+  Trainer trainer(dp, *train, val.get(), o);
   trainer.run(
       [&](const StepStats& s) {
-        if (s.step % log_every == 0 || s.step == o.steps)
-          std::printf("step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s\n",
-                      (long long)s.step, (long long)o.steps, s.loss, s.lr, s.grad_norm, s.millis, s.tokens_per_second);
-        std::fflush(stdout);
+        std::vector<RankFigures> ranks;
+        if (!metrics_file.empty()) ranks = gather_rank_figures(dp, s.comm);
+        report.step(s, ranks);
       },
-      [&](int64_t step, double loss) {
-        std::printf("eval  %5lld | val loss %.4f\n", (long long)step, loss);
-        std::fflush(stdout);
-      });
+      [&](int64_t step, double loss) { report.eval(step, loss, gather_rank_figures(dp, CommTime{})); });
+
+  std::string plot_path = plot;
+  if (plot_path.empty() && out) plot_path = *out + ".loss.svg";
+  if (plot_path.empty() && !metrics_file.empty()) plot_path = metrics_file + ".svg";
+  if (!plot_path.empty() && lead) std::printf("loss curve: %s\n", report.write_plot(plot_path).c_str());
+
   if (out) {
-    // The model directory gets the tokenizer the data was made with, so `generate`
-    // and `serve` can use it directly.
-    SaveOptions save;
-    std::optional<Tokenizer> tok;
-    if (text) {
-      tok = Tokenizer::byte_level();
-    } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
-      tok = Tokenizer::from_file(join_path(*data, "tokenizer.json"));
+    // Every rank takes part in gathering the full parameters; rank 0 writes them.
+    std::unique_ptr<Transformer> model = std::make_unique<Transformer>(cfg);
+    dp.gather_full(model->params());
+    if (lead) {
+      // The model directory gets the tokenizer the data was made with, so `generate`
+      // and `serve` can use it directly.
+      SaveOptions save;
+      std::optional<Tokenizer> tok;
+      if (text) {
+        tok = Tokenizer::byte_level();
+      } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
+        tok = Tokenizer::from_file(join_path(*data, "tokenizer.json"));
+      }
+      if (tok) {
+        DL_CHECK(tok->vocab_size() <= cfg.vocab_size, "tokenizer vocabulary %d exceeds the model's %d",
+                 tok->vocab_size(), cfg.vocab_size);
+        save.extra_files["tokenizer.json"] = tok->to_json();
+        if (tok->eos_token_id()) save.eos_token_id = *tok->eos_token_id();
+        if (tok->bos_token_id()) save.bos_token_id = *tok->bos_token_id();
+      }
+      save_hf_model(*model, *out, save);
+      std::printf("saved %s%s\n", out->c_str(), tok ? " (with tokenizer.json)" : "");
     }
-    if (tok) {
-      DL_CHECK(tok->vocab_size() <= cfg.vocab_size, "tokenizer vocabulary %d exceeds the model's %d",
-               tok->vocab_size(), cfg.vocab_size);
-      save.extra_files["tokenizer.json"] = tok->to_json();
-      if (tok->eos_token_id()) save.eos_token_id = *tok->eos_token_id();
-      if (tok->bos_token_id()) save.bos_token_id = *tok->bos_token_id();
-    }
-    save_hf_model(*model, *out, save);
-    std::printf("saved %s%s\n", out->c_str(), tok ? " (with tokenizer.json)" : "");
   }
   return 0;
 }
 
-DISTLLM_REGISTER_COMMAND("train", "train a GPT-2 or Llama model", run_train);
+int run_train(Args& args) {
+  if (!comm::started_by_mpi_launcher()) return run_train_impl(args, nullptr);
+  comm::ProcessGroupPtr world = comm::init_process_group();
+  int code = 0;
+  try {
+    code = run_train_impl(args, world);
+  } catch (const comm::CommError& e) {
+    // Peers may be stuck in a collective that will never complete: end the job.
+    comm::abort(1, e.what());
+  } catch (const Error& e) {
+    // A collective error (bad flags, NaN) is thrown on every rank; a rank-local one
+    // must still end the job, or its peers would wait for it until the timeout.
+    if (world->size() == 1) throw;
+    comm::abort(1, e.what());
+  }
+  world.reset();
+  comm::finalize();
+  return code;
+}
+
+DISTLLM_REGISTER_COMMAND("train", "train a GPT-2 or Llama model (one process, or N ranks under mpirun/srun)",
+                         run_train);
 
 }  // namespace
 }  // namespace distllm

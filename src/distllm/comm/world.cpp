@@ -203,6 +203,10 @@ ProcessGroupPtr init_process_group(const GroupOptions& options) {
   return w;
 }
 
+bool started_by_mpi_launcher() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_RANK") || env("PMI_SIZE");
+}
+
 bool is_initialized() {
   WorldState& s = state();
   std::lock_guard lk(s.mu);

@@ -19,6 +19,10 @@ namespace distllm::comm {
 // once per process.
 ProcessGroupPtr init_process_group(const GroupOptions& options = {});
 bool is_initialized();
+// True when this process was started by an MPI launcher (mpirun/mpiexec, or srun
+// with PMIx/PMI): lets a command that also runs alone decide whether to call
+// init_process_group. Rank discovery itself is still MPI's.
+bool started_by_mpi_launcher();
 // The world group (throws if init_process_group has not run).
 ProcessGroupPtr world();
 

@@ -77,6 +77,7 @@ StepStats Trainer::step() {
     args.loss_normalizer = valid[m] > 0 ? valid[m] : 1;
     args.hooks = dp.hooks(true, sync);
     loss_sum += graph_.forward(dp, tokens_.data() + m * per_micro, targets_.data() + m * per_micro, args);
+    if (m == 0 && options_.before_backward) options_.before_backward(step_ + 1);
     graph_.backward(dp, args.hooks);
     dp.end_micro_step(sync);
   }

@@ -34,6 +34,9 @@ struct TrainOptions {
   int eval_batches = 8;
   double time_limit_seconds = 0;  // stop early after this much training time (0: none)
   ActivationCheckpointing checkpointing;
+  // Test hook: called with the step number between the first micro-batch's forward
+  // and backward (fault-injection tests kill a rank there).
+  std::function<void(int64_t step)> before_backward;
   void validate() const;
 };
 

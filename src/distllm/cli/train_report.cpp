@@ -1,0 +1,135 @@
+#include "distllm/cli/train_report.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
+#include "distllm/io/file_util.h"
+
+namespace distllm {
+namespace {
+
+std::string human_time(double s) {
+  if (s < 0 || !std::isfinite(s)) return "?";
+  int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return strprintf("%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
+  if (t >= 60) return strprintf("%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  return strprintf("%llds", (long long)t);
+}
+
+nlohmann::json rank_json(const std::vector<RankFigures>& ranks) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : ranks)
+    a.push_back({{"comm_ms", r.comm_busy_ms},
+                 {"comm_exposed_ms", r.comm_exposed_ms},
+                 {"peak_mem_bytes", r.peak_bytes},
+                 {"peak_rss_bytes", r.peak_rss_bytes}});
+  return a;
+}
+
+}  // namespace
+
+TrainReport::TrainReport(bool active, int64_t total_steps, int64_t log_every, const std::string& progress,
+                         const std::string& metrics_file, double tokens_per_step)
+    : active_(active), total_(total_steps), log_every_(log_every), tokens_per_step_(tokens_per_step),
+      started_(now_seconds()) {
+  DL_CHECK(progress == "auto" || progress == "on" || progress == "off", "--progress must be auto, on or off, got '%s'",
+           progress.c_str());
+  live_ = active_ && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO)));
+  if (active_ && !metrics_file.empty()) {
+    metrics_ = std::fopen(metrics_file.c_str(), "a");
+    DL_CHECK(metrics_ != nullptr, "cannot open --metrics-file %s for appending", metrics_file.c_str());
+  }
+}
+
+TrainReport::~TrainReport() {
+  end_live_line();
+  if (metrics_) std::fclose(metrics_);
+}
+
+void TrainReport::end_live_line() {
+  if (line_open_) {
+    std::printf("\n");
+    std::fflush(stdout);
+    line_open_ = false;
+  }
+}
+
+void TrainReport::run_info(const std::string& title, const std::string& details) {
+  curve_.title = title;
+  if (metrics_) {
+    std::fprintf(metrics_, "%s\n",
+                 nlohmann::json({{"type", "run"}, {"title", title}, {"details", details}}).dump().c_str());
+    std::fflush(metrics_);
+  }
+}
+
+void TrainReport::step(const StepStats& s, const std::vector<RankFigures>& ranks) {
+  if (!active_) return;
+  const double tokens = tokens_per_step_ * static_cast<double>(s.step);
+  curve_.train.push_back({s.step, tokens, s.loss});
+  if (metrics_) {
+    nlohmann::json j = {{"type", "step"},
+                        {"step", s.step},
+                        {"tokens", tokens},
+                        {"loss", s.loss},
+                        {"lr", s.lr},
+                        {"grad_norm", s.grad_norm},
+                        {"ms", s.millis},
+                        {"tokens_per_s", s.tokens_per_second},
+                        {"comm_ms", s.comm.busy_s * 1e3},
+                        {"comm_exposed_ms", s.comm.exposed_s * 1e3},
+                        {"comm_hidden", s.comm.hidden_fraction()},
+                        {"elapsed_s", now_seconds() - started_}};
+    if (!ranks.empty()) j["ranks"] = rank_json(ranks);
+    std::fprintf(metrics_, "%s\n", j.dump().c_str());
+    std::fflush(metrics_);
+  }
+  const double elapsed = now_seconds() - started_;
+  const double eta = elapsed / static_cast<double>(s.step) * static_cast<double>(total_ - s.step);
+  if (live_) {
+    std::printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s | elapsed %s | ETA %s", (long long)s.step,
+                (long long)total_, s.loss, s.lr, s.tokens_per_second, human_time(elapsed).c_str(),
+                human_time(eta).c_str());
+    std::fflush(stdout);
+    line_open_ = true;
+    return;
+  }
+  if (s.step % log_every_ != 0 && s.step != total_) return;
+  std::string comm;
+  if (s.comm.busy_s > 0)
+    comm = strprintf(" | comm %.1f ms (%.0f%% hidden)", s.comm.busy_s * 1e3, 100.0 * s.comm.hidden_fraction());
+  std::printf("step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s%s\n", (long long)s.step,
+              (long long)total_, s.loss, s.lr, s.grad_norm, s.millis, s.tokens_per_second, comm.c_str());
+  std::fflush(stdout);
+}
+
+void TrainReport::eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks) {
+  if (!active_) return;
+  end_live_line();
+  const double tokens = tokens_per_step_ * static_cast<double>(step);
+  curve_.val.push_back({step, tokens, val_loss});
+  std::string mem;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    mem += strprintf("%s%.1f", r ? " " : "", static_cast<double>(ranks[r].peak_bytes) / (1 << 20));
+  std::printf("eval  %5lld | val loss %.4f%s%s%s\n", (long long)step, val_loss, mem.empty() ? "" : " | peak MiB/rank [",
+              mem.c_str(), mem.empty() ? "" : "]");
+  std::fflush(stdout);
+  if (metrics_) {
+    nlohmann::json j = {{"type", "eval"}, {"step", step}, {"tokens", tokens}, {"val_loss", val_loss}};
+    if (!ranks.empty()) j["ranks"] = rank_json(ranks);
+    std::fprintf(metrics_, "%s\n", j.dump().c_str());
+    std::fflush(metrics_);
+  }
+}
+
+std::string TrainReport::write_plot(const std::string& path) {
+  if (!active_ || (curve_.train.empty() && curve_.val.empty())) return "";
+  write_file_atomic(path, loss_curve_svg(curve_));
+  return path;
+}
+
+}  // namespace distllm

@@ -1,0 +1,48 @@
+// What `distllm train` shows while it runs (rank 0 only): a live progress line on a
+// terminal or plain log lines otherwise, one JSON object per step and evaluation in
+// --metrics-file, and a loss-curve SVG at the end.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "distllm/train/loss_plot.h"
+#include "distllm/train/trainer.h"
+
+namespace distllm {
+
+struct RankFigures {
+  double comm_busy_ms = 0, comm_exposed_ms = 0;
+  int64_t peak_bytes = 0;      // MemoryStats peak (AlignedBuffer bytes)
+  int64_t peak_rss_bytes = 0;  // VmHWM
+};
+
+class TrainReport {
+ public:
+  // progress: "auto" (a live line when stdout is a terminal), "on" or "off".
+  TrainReport(bool active, int64_t total_steps, int64_t log_every, const std::string& progress,
+              const std::string& metrics_file, double tokens_per_step);
+  ~TrainReport();
+
+  void run_info(const std::string& title, const std::string& details);
+  void step(const StepStats& s, const std::vector<RankFigures>& ranks);
+  void eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks);
+  // Writes the loss curve (SVG) and returns its path ("" when nothing was logged).
+  std::string write_plot(const std::string& path);
+
+ private:
+  bool active_;
+  int64_t total_, log_every_;
+  bool live_ = false;
+  bool line_open_ = false;
+  double tokens_per_step_;
+  double started_;
+  FILE* metrics_ = nullptr;
+  LossCurve curve_;
+
+  void end_live_line();
+};
+
+}  // namespace distllm

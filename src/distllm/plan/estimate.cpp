@@ -1,0 +1,232 @@
+#include <algorithm>
+#include <cmath>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/model/param_layout.h"
+#include "distllm/plan/plan.h"
+#include "distllm/train/shard_plan.h"
+
+namespace distllm::plan {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20) / 4)); }
+
+// What TrainGraph allocates for (batch, seq) with the given checkpointing.
+int64_t activation_bytes(const ModelConfig& c, int B, int T, const ActivationCheckpointing& ckpt) {
+  const int64_t BT = static_cast<int64_t>(B) * T, C = c.n_embd, V = c.vocab_size;
+  const int64_t per_layer = BT * C * 3 + BT * 4 + BT * c.qkv_dim() + BT * c.attn_dim() +
+                            static_cast<int64_t>(B) * c.n_head * T + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
+  int64_t floats = 0;
+  int checkpointed = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    floats += BT * C;  // every layer's input is kept
+    if (ckpt.applies(l))
+      ++checkpointed;
+    else
+      floats += per_layer;
+  }
+  if (checkpointed > 0) floats += per_layer;  // one shared set for recomputation
+  floats += BT * C * 2 + BT * 3;              // final norm input/output, mean, rstd, losses
+  floats += BT * C * 2 + BT * c.qkv_dim() + BT * c.attn_dim() + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
+  const int64_t chunk = std::min(BT, std::max<int64_t>(64, (int64_t(256) << 20) / (V * 4)));
+  floats += chunk * V;
+  return floats * kF32;
+}
+
+// FLOPs of one token's forward + backward (PaLM's count), plus the forward of the
+// layers recomputed under activation checkpointing.
+double flops_per_token(const ModelConfig& c, int T, const ActivationCheckpointing& ckpt) {
+  ParamLayout layout(c);
+  double matmul = 0, layer = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name == "transformer.wpe.weight") continue;
+    if (t.name == "model.embed_tokens.weight" && !c.tie_embeddings) continue;
+    matmul += static_cast<double>(t.numel);
+    if (t.group != layout.embed_group() && t.group != layout.head_group() && t.shape.size() == 2)
+      layer += static_cast<double>(t.numel);
+  }
+  const double attn = 12.0 * c.n_layer * T * c.attn_dim();
+  int recomputed = 0;
+  for (int l = 0; l < c.n_layer; ++l) recomputed += ckpt.applies(l);
+  const double per_layer_fwd = 2.0 * layer / c.n_layer + 4.0 * T * c.attn_dim();
+  return 6.0 * matmul + attn + recomputed * per_layer_fwd;
+}
+
+int shard_group_size(const PlanInput& in) {
+  switch (in.parallel.strategy) {
+    case Strategy::kNone:
+    case Strategy::kDdp: return 1;
+    case Strategy::kZero1:
+    case Strategy::kZero2:
+    case Strategy::kZero3: return in.world;
+    case Strategy::kHsdp:
+      return in.parallel.shard_size > 0 ? in.parallel.shard_size : std::max(1, in.world / std::max(1, in.hosts));
+  }
+  return 1;
+}
+
+}  // namespace
+
+Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_limit_bytes) {
+  DL_CHECK(in.world >= 1 && in.batch >= 1 && in.seq >= 1 && in.grad_accum >= 1,
+           "plan: world, batch, seq and grad-accum must be positive");
+  DL_CHECK(in.parallel.strategy != Strategy::kNone || in.world == 1,
+           "plan: strategy none runs one process, but the world has %d ranks", in.world);
+  DL_CHECK(rates.gemm_gflops > 0 && rates.busbw_gbs > 0, "plan: rates must be positive");
+  ModelConfig cfg = in.model;
+  cfg.validate();
+  ParamLayout layout(cfg);
+  const ParallelConfig& pc = in.parallel;
+  const int S = shard_group_size(in);
+  DL_CHECK(in.world % S == 0, "plan: the shard group size %d does not divide the %d ranks", S, in.world);
+  const int R = in.world / S;
+  const int64_t total = layout.total_size();
+  ShardPlan shards(total, S);
+  const int64_t owned = shards.max_shard();
+  const bool bf16_params = pc.mixed_precision == MixedPrecision::kBf16;
+  const bool bf16_grads = pc.mixed_precision != MixedPrecision::kFp32;
+  std::vector<Bucket> buckets = make_buckets(layout, mib_to_floats(pc.bucket_mb), mib_to_floats(pc.first_bucket_mb));
+
+  Estimate e;
+  e.input = in;
+  MemoryPlan& m = e.memory;
+  m.params = pc.shards_params() ? 0 : total * kF32;
+  m.master = (pc.shards_params() || bf16_params) ? owned * kF32 : 0;
+  m.grads = pc.shards_grads() ? owned * kF32 : total * kF32;
+  m.optimizer = 2 * owned * kF32;
+  m.activations = activation_bytes(cfg, in.batch, in.seq, in.checkpointing);
+
+  // Gathered groups: the most alive at once as the graph walks the groups (the
+  // current one, the prefetched next, a tied head's embedding).
+  if (pc.shards_params()) {
+    auto span = [&](int g) { return layout.group_span(g) * kF32; };
+    const int embed = layout.embed_group(), head = layout.head_group();
+    const bool tied = layout.head_uses_embedding();
+    const int next = pc.prefetch ? 1 : 0;
+    int64_t peak = span(embed) + next * span(layout.layer_group(0));
+    int64_t layer = 0;
+    for (int l = 0; l < cfg.n_layer; ++l) layer = std::max(layer, span(layout.layer_group(l)));
+    peak = std::max(peak, layer * (1 + next));
+    int64_t at_head = span(head) + (tied ? span(embed) : 0);
+    peak = std::max(peak, at_head + (pc.prefetch ? layer : 0));
+    if (!pc.reshard_after_forward) {
+      int64_t all_layers = 0;
+      for (int l = 0; l < cfg.n_layer; ++l) all_layers += span(layout.layer_group(l));
+      peak = std::max(peak, all_layers + at_head);
+    }
+    if (bf16_params) peak += peak / 2;  // bf16 staging of groups in flight
+    m.gathered = peak;
+  }
+  // Gradient buckets alive at once: sharded gradients keep a bucket from its first
+  // gradient until its reduction completes (a tied embedding's from the head on);
+  // bf16 communication stages buckets in flight.
+  {
+    int64_t largest = 0, second = 0, embed_bucket = 0;
+    for (const Bucket& b : buckets) {
+      int64_t bytes = b.range.size() * kF32;
+      if (b.first_group == layout.embed_group() && layout.head_uses_embedding()) {
+        embed_bucket = bytes;
+        continue;
+      }
+      if (bytes > largest) {
+        second = largest;
+        largest = bytes;
+      } else {
+        second = std::max(second, bytes);
+      }
+    }
+    int64_t inflight = embed_bucket + largest + second;
+    if (pc.shards_grads()) m.comm_buffers = inflight + (bf16_grads ? inflight / 2 : 0);
+    else if (bf16_grads) m.comm_buffers = inflight / 2;
+    if (bf16_params && !pc.shards_params() && S > 1) m.comm_buffers = std::max(m.comm_buffers, largest / 2 + owned * 2);
+  }
+  e.fits = memory_limit_bytes <= 0 || static_cast<double>(m.total()) <= memory_limit_bytes;
+
+  // Communication per optimizer step (bus bytes: what nccl-tests' busbw counts).
+  const double psi = static_cast<double>(total) * kF32;
+  const double gbytes = psi * (bf16_grads ? 0.5 : 1.0);
+  const double pbytes = psi * (bf16_params ? 0.5 : 1.0);
+  const int K = in.grad_accum;
+  auto ring = [](int n) { return n > 1 ? static_cast<double>(n - 1) / n : 0.0; };
+  double bus = 0, exposed_floor = 0;
+  const double last_bucket = static_cast<double>(buckets.back().range.size()) / static_cast<double>(total);
+  switch (pc.strategy) {
+    case Strategy::kNone: break;
+    case Strategy::kDdp:
+      bus = 2 * ring(R) * gbytes;
+      exposed_floor = bus * last_bucket;
+      break;
+    case Strategy::kZero1:
+    case Strategy::kZero2: {
+      const double rs = ring(S) * gbytes * (pc.strategy == Strategy::kZero2 ? K : 1);
+      const double ag = ring(S) * pbytes;
+      bus = rs + ag;
+      exposed_floor = ag + rs / (pc.strategy == Strategy::kZero2 ? K : 1) * last_bucket;
+      break;
+    }
+    case Strategy::kZero3:
+    case Strategy::kHsdp: {
+      const double gathers = pc.reshard_after_forward ? 2.0 : 1.0;
+      const double ag = ring(S) * pbytes * gathers * K;
+      const double rs = ring(S) * gbytes * K;
+      const double ar = 2 * ring(R) * gbytes / S;
+      bus = ag + rs + ar;
+      const double first_group = static_cast<double>(layout.group_span(layout.embed_group())) / total;
+      exposed_floor = (ring(S) * pbytes * first_group + rs / K * last_bucket) * K + ar * last_bucket;
+      break;
+    }
+  }
+  e.comm_bytes = static_cast<int64_t>(bus);
+  e.comm_s = bus / (rates.busbw_gbs * 1e9);
+  const double tokens = static_cast<double>(in.batch) * in.seq * K;
+  e.compute_s = flops_per_token(cfg, in.seq, in.checkpointing) * tokens / (rates.gemm_gflops * 1e9);
+  e.exposed_comm_s = std::max(exposed_floor / (rates.busbw_gbs * 1e9), e.comm_s - e.compute_s);
+  e.step_s = e.compute_s + e.exposed_comm_s;
+  e.tokens_per_s = tokens * in.world / e.step_s;
+  return e;
+}
+
+std::vector<Estimate> compare(const PlanInput& base, const MachineRates& rates, double memory_limit_bytes) {
+  std::vector<Estimate> out;
+  std::vector<Strategy> strategies = {Strategy::kDdp, Strategy::kZero1, Strategy::kZero2, Strategy::kZero3};
+  if (base.world == 1) strategies = {Strategy::kNone, Strategy::kZero3};
+  if (base.hosts > 1 && base.world % base.hosts == 0) strategies.push_back(Strategy::kHsdp);
+  for (Strategy s : strategies) {
+    PlanInput in = base;
+    in.parallel.strategy = s;
+    if (s != Strategy::kHsdp) in.parallel.shard_size = 0;
+    Estimate e = estimate(in, rates, memory_limit_bytes);
+    out.push_back(e);
+    if (!e.fits && in.checkpointing.every == 0) {
+      in.checkpointing.every = 1;
+      out.push_back(estimate(in, rates, memory_limit_bytes));
+    }
+  }
+  return out;
+}
+
+Estimate recommend(const PlanInput& base, const MachineRates& rates, double memory_limit_bytes) {
+  std::vector<Estimate> all = compare(base, rates, memory_limit_bytes);
+  const Estimate* best = nullptr;
+  const Estimate* smallest = &all.front();
+  for (const Estimate& e : all) {
+    if (e.memory.total() < smallest->memory.total()) smallest = &e;
+    if (e.fits && (!best || e.tokens_per_s > best->tokens_per_s * 1.0001)) best = &e;
+  }
+  DL_CHECK(best != nullptr,
+           "no strategy fits in %.2f GB per rank: the smallest, %s, needs %.2f GB (use more ranks, a smaller batch "
+           "or a smaller model)",
+           memory_limit_bytes / 1e9, describe_choice(*smallest).c_str(), smallest->memory.total() / 1e9);
+  return *best;
+}
+
+std::string describe_choice(const Estimate& e) {
+  std::string s = strategy_name(e.input.parallel.strategy);
+  if (e.input.checkpointing.every > 0) s += " + activation checkpointing " + e.input.checkpointing.describe();
+  return s;
+}
+
+}  // namespace distllm::plan
