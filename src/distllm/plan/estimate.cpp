@@ -120,28 +120,32 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
     if (bf16_params) peak += peak / 2;  // bf16 staging of groups in flight
     m.gathered = peak;
   }
-  // Gradient buckets alive at once: sharded gradients keep a bucket from its first
-  // gradient until its reduction completes (a tied embedding's from the head on);
-  // bf16 communication stages buckets in flight.
+  // Gradient buckets alive at once (GradReducer): sharded gradients keep a bucket
+  // from its first gradient until its reduction completes, with at most two in
+  // flight besides the one filling (and a tied embedding's, filled from the head's
+  // forward on); bf16 communication stages the buckets in flight.
   {
-    int64_t largest = 0, second = 0, embed_bucket = 0;
+    std::vector<int64_t> sizes;
+    int64_t embed_bucket = 0;
     for (const Bucket& b : buckets) {
       int64_t bytes = b.range.size() * kF32;
-      if (b.first_group == layout.embed_group() && layout.head_uses_embedding()) {
+      if (b.first_group == layout.embed_group() && layout.head_uses_embedding())
         embed_bucket = bytes;
-        continue;
-      }
-      if (bytes > largest) {
-        second = largest;
-        largest = bytes;
-      } else {
-        second = std::max(second, bytes);
-      }
+      else
+        sizes.push_back(bytes);
     }
-    int64_t inflight = embed_bucket + largest + second;
-    if (pc.shards_grads()) m.comm_buffers = inflight + (bf16_grads ? inflight / 2 : 0);
-    else if (bf16_grads) m.comm_buffers = inflight / 2;
-    if (bf16_params && !pc.shards_params() && S > 1) m.comm_buffers = std::max(m.comm_buffers, largest / 2 + owned * 2);
+    std::sort(sizes.rbegin(), sizes.rend());
+    // Without communication (one rank) a bucket is done the moment it is full.
+    const size_t alive = S == 1 && R == 1 ? 1 : 3;
+    int64_t three = 0, two = 0;
+    for (size_t i = 0; i < sizes.size() && i < alive; ++i) (i < 2 ? two : three) += sizes[i];
+    three += two;
+    if (pc.shards_grads())
+      m.comm_buffers = embed_bucket + three + (bf16_grads ? (embed_bucket + two) / 2 : 0);
+    else if (bf16_grads)
+      m.comm_buffers = std::max(two, embed_bucket) / 2;
+    if (bf16_params && !pc.shards_params() && S > 1)
+      m.comm_buffers = std::max(m.comm_buffers, (sizes.empty() ? embed_bucket : sizes[0]) / 2 + owned * 2);
   }
   e.fits = memory_limit_bytes <= 0 || static_cast<double>(m.total()) <= memory_limit_bytes;
 

@@ -73,6 +73,11 @@ void GradReducer::launch(int b) {
   const Bucket& bk = s_.buckets[static_cast<size_t>(b)];
   BucketState& st = state_[static_cast<size_t>(b)];
   DL_CHECK(!st.started, "internal error: bucket %d reduced twice in one micro-step", b);
+  if (!s_.full_grads || s_.bf16) {
+    // Bucket memory is bounded: wait for the oldest reduction to free its buffers.
+    poll();
+    while (inflight_.size() >= kMaxInFlight) complete_front();
+  }
   st.started = true;
   float* data = bucket_data(b);
   const int64_t n = bk.range.size();
@@ -158,6 +163,17 @@ void GradReducer::poll() {
     complete(f);
     inflight_.pop_front();
   }
+}
+
+void GradReducer::complete_front() {
+  InFlight& f = inflight_.front();
+  if (!f.replicate_issued) {
+    if (f.scatter) s_.tracker->wait(f.scatter);
+    issue_replicate(f);
+  }
+  if (f.replicate) s_.tracker->wait(f.replicate);
+  complete(f);
+  inflight_.pop_front();
 }
 
 void GradReducer::finish() {

@@ -11,7 +11,10 @@
 // buffers that exist only from the bucket's first gradient until its reduction is
 // done, when the owned part is added to the caller's gradient shard (ZeRO-2/3).
 // With bf16 communication the bucket is converted to bf16 first and the reduced
-// owned part back to f32.
+// owned part back to f32. At most kMaxInFlight buckets are being reduced at once (a
+// new one first waits for the oldest), which bounds the bucket memory whatever the
+// timing: the bucket being filled, kMaxInFlight in flight, and a tied embedding's
+// bucket (filled from the head's forward on).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +44,8 @@ struct GradReducerSetup {
 
 class GradReducer {
  public:
+  static constexpr size_t kMaxInFlight = 2;
+
   explicit GradReducer(GradReducerSetup setup);
   ~GradReducer();
 
@@ -79,6 +84,7 @@ class GradReducer {
   void launch(int b);
   void issue_replicate(InFlight& f);
   void complete(InFlight& f);
+  void complete_front();  // waits for the oldest reduction and finishes it
   void track(int64_t delta);
 };
 
