@@ -1,0 +1,85 @@
+// `distllm plan`: per-rank memory by category, communication per step and an
+// estimated step time for a training job, per strategy; with --memory-gb, the
+// fastest strategy that fits.
+#include <cstdio>
+
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/cli/command.h"
+#include "distllm/cli/model_flags.h"
+#include "distllm/plan/plan.h"
+
+namespace distllm {
+namespace {
+
+std::string gb(int64_t bytes) { return strprintf("%.3f", static_cast<double>(bytes) / 1e9); }
+
+int run_plan(Args& args) {
+  plan::PlanInput in;
+  in.world = static_cast<int>(args.get_int("world", 1, "data-parallel ranks"));
+  in.hosts = static_cast<int>(args.get_int("hosts", 1, "hosts the ranks span (hsdp shards inside a host)"));
+  in.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per rank"));
+  in.seq = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
+  in.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per optimizer step"));
+  std::string strategy = args.get_string("strategy", "all", "ddp | zero1 | zero2 | zero3 | hsdp | none | all");
+  in.parallel.mixed_precision =
+      parse_mixed_precision(args.get_string("mixed-precision", "fp32", "fp32 | bf16-comm | bf16"));
+  in.parallel.bucket_mb = args.get_double("bucket-mb", in.parallel.bucket_mb, "gradient bucket size, MiB");
+  in.parallel.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group"));
+  in.parallel.reshard_after_forward =
+      args.get_string("reshard-after-forward", "true", "zero3/hsdp: free gathered parameters after forward") != "false";
+  in.checkpointing = ActivationCheckpointing::parse(
+      args.get_string("activation-checkpointing", "none", "none | all | every:K"));
+  double memory_gb = args.get_double("memory-gb", 0, "memory per rank: recommend the fastest strategy that fits");
+  int threads = static_cast<int>(args.get_int("threads", std::max(1, available_cpus() / 1), "threads per rank"));
+  double gemm = args.get_double("gemm-gflops", 0, "GEMM rate per rank (default: measured here)");
+  double busbw = args.get_double("busbw-gbs", 0, "collective bus bandwidth, GB/s (default: from measured memory bandwidth)");
+  in.model = model_config_from_flags(args, "gpt2-124M", 0);
+  if (args.help_or_finish()) return 0;
+  DL_CHECK(in.world >= 1 && in.hosts >= 1 && in.world % in.hosts == 0, "--world must be a multiple of --hosts");
+
+  plan::MachineRates rates;
+  if (gemm > 0 && busbw > 0) {
+    rates.gemm_gflops = gemm, rates.busbw_gbs = busbw, rates.source = "given";
+  } else {
+    rates = plan::measure_rates(std::max(1, threads));
+    if (gemm > 0) rates.gemm_gflops = gemm;
+    if (busbw > 0) rates.busbw_gbs = busbw;
+  }
+  const double limit = memory_gb > 0 ? memory_gb * 1e9 : 0;
+  std::vector<plan::Estimate> rows;
+  if (strategy == "all") {
+    rows = plan::compare(in, rates, limit);
+  } else {
+    in.parallel.strategy = parse_strategy(strategy);
+    rows.push_back(plan::estimate(in, rates, limit));
+  }
+  std::printf("model:  %s\n", in.model.describe().c_str());
+  std::printf("job:    %d rank%s on %d host%s, batch %d x %d tokens per rank, %d accumulation step(s), %s\n", in.world,
+              in.world == 1 ? "" : "s", in.hosts, in.hosts == 1 ? "" : "s", in.batch, in.seq, in.grad_accum,
+              mixed_precision_name(in.parallel.mixed_precision));
+  std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
+              rates.busbw_gbs, rates.source.c_str());
+  std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (GB per rank)", "params",
+              "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm GB", "step s", "exposed",
+              "tok/s", limit > 0 ? "  fits" : "");
+  for (const plan::Estimate& e : rows) {
+    const plan::MemoryPlan& m = e.memory;
+    std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9.3f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
+                gb(m.params).c_str(), gb(m.master).c_str(), gb(m.grads).c_str(), gb(m.optimizer).c_str(),
+                gb(m.activations).c_str(), gb(m.gathered).c_str(), gb(m.comm_buffers).c_str(), gb(m.total()).c_str(),
+                e.comm_bytes / 1e9, e.step_s, e.exposed_comm_s, e.tokens_per_s,
+                limit > 0 ? (e.fits ? "  yes" : "  no") : "");
+  }
+  if (limit > 0) {
+    plan::Estimate best = plan::recommend(in, rates, limit);
+    std::printf("\nrecommended for %.2f GB per rank: %s (%.3f GB, about %.0f tokens/s)\n", memory_gb,
+                plan::describe_choice(best).c_str(), best.memory.total() / 1e9, best.tokens_per_s);
+  }
+  return 0;
+}
+
+DISTLLM_REGISTER_COMMAND("plan", "memory, communication and step-time estimate per data-parallel strategy", run_plan);
+
+}  // namespace
+}  // namespace distllm
