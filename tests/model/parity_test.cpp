@@ -147,15 +147,18 @@ TEST_P(TorchParity, LogitsLossGradientsAndTenAdamWSteps) {
   ASSERT_EQ(ref_logits.size(), logits.size());
   double logits_err = rel_error(logits.data(), ref_logits.data(), logits.size());
   double loss_err = std::fabs(loss - ref.read_f32("loss")[0]);
-  EXPECT_LE(logits_err, 1e-4) << "logits";
-  EXPECT_LE(loss_err, 1e-5) << "loss " << loss << " vs " << ref.read_f32("loss")[0];
+  // Bounds are a few times what is measured on the 8 cases (relative L2 errors:
+  // logits <= 1.8e-7, gradients <= 5.9e-7, parameters after 10 steps <= 6e-6;
+  // absolute loss <= 9.5e-7).
+  EXPECT_LE(logits_err, 1e-6) << "logits";
+  EXPECT_LE(loss_err, 5e-6) << "loss " << loss << " vs " << ref.read_f32("loss")[0];
   double worst_grad = 0;
   for (const auto& t : model.layout().tensors()) {
     auto g = ref.read_f32("grad/" + t.name);
     ASSERT_EQ(static_cast<int64_t>(g.size()), t.numel) << t.name;
     double e = rel_error(model.grads() + t.offset, g.data(), g.size());
     worst_grad = std::max(worst_grad, e);
-    EXPECT_LE(e, 1e-3) << "gradient of " << t.name;
+    EXPECT_LE(e, 3e-6) << "gradient of " << t.name;
   }
 
   Hyper h;
@@ -175,7 +178,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndTenAdamWSteps) {
     auto p = ref.read_f32("final/" + t.name);
     double e = rel_error(model.params() + t.offset, p.data(), p.size());
     worst_param = std::max(worst_param, e);
-    EXPECT_LE(e, 1e-4) << "parameter after 10 steps: " << t.name;
+    EXPECT_LE(e, 2e-5) << "parameter after 10 steps: " << t.name;
   }
   std::printf("parity %-28s logits %.2e  loss %.2e  worst grad %.2e  worst param after %d steps %.2e\n",
               c.name.c_str(), logits_err, loss_err, worst_grad, kSteps, worst_param);

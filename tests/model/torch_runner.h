@@ -1,12 +1,13 @@
 // Finds Debian's python3 with torch and runs the PyTorch reference scripts in
-// tests/reference. Tests skip when torch is absent, unless DISTLLM_REQUIRE_TORCH=1
-// (set by scripts/test.sh, so CI can never pass by skipping).
+// tests/reference. A missing torch fails the test (tests/reference_policy.h).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+
+#include "reference_policy.h"
 
 namespace distllm::testing {
 
@@ -23,11 +24,6 @@ inline bool torch_available() {
   return ok;
 }
 
-inline bool torch_required() {
-  const char* env = std::getenv("DISTLLM_REQUIRE_TORCH");
-  return env != nullptr && std::string(env) == "1";
-}
-
 // Runs tests/reference/<script> with args; returns the exit status.
 inline int run_reference(const std::string& script, const std::string& args) {
   std::string cmd = "OMP_NUM_THREADS=1 " + torch_python() + " " + DISTLLM_SOURCE_DIR + "/tests/reference/" + script +
@@ -37,10 +33,4 @@ inline int run_reference(const std::string& script, const std::string& args) {
 
 }  // namespace distllm::testing
 
-#define DISTLLM_SKIP_WITHOUT_TORCH()                                                    \
-  do {                                                                                  \
-    if (!::distllm::testing::torch_available()) {                                       \
-      if (::distllm::testing::torch_required()) FAIL() << "python3-torch is required";  \
-      GTEST_SKIP() << "python3 with torch not found; parity test skipped";              \
-    }                                                                                   \
-  } while (0)
+#define DISTLLM_SKIP_WITHOUT_TORCH() DISTLLM_REQUIRE_REFERENCE(::distllm::testing::torch_available(), "python3-torch")

