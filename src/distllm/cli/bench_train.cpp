@@ -1,5 +1,7 @@
 // `distllm bench train`: training throughput, achieved FLOP/s and MFU against this
-// machine's measured sgemm peak, with an optional per-kernel time breakdown.
+// machine's measured sgemm peak, with an optional per-kernel time breakdown. Under
+// mpirun it runs any data-parallel strategy and adds, per rank, the time spent in
+// communication, the share of it hidden behind computation, and peak memory.
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,15 +10,15 @@
 #include <vector>
 
 #include "distllm/base/error.h"
+#include "distllm/base/memory_stats.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/profiler.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
-#include "distllm/model/train_graph.h"
-#include "distllm/train/lr_schedule.h"
-#include "distllm/train/optimizer.h"
+#include "distllm/comm/world.h"
+#include "distllm/train/trainer.h"
 
 namespace distllm {
 namespace {
@@ -57,81 +59,159 @@ int64_t matmul_params(const ModelConfig& cfg) {
   return n;
 }
 
-int run_bench_train(Args& args) {
-  apply_thread_flag(args);
-  int B = static_cast<int>(args.get_int("batch", 8, "sequences per step"));
+struct RankResult {
+  double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops;
+};
+
+int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
+  const int rank = world ? world->rank() : 0, n = world ? world->size() : 1;
+  const int ranks_here = world ? std::max(1, n / std::max(1, world->num_hosts())) : 1;
+  int64_t threads = args.get_int("threads", std::max(1, available_cpus() / ranks_here), "threads per rank");
+  DL_CHECK(threads >= 1 && threads <= 1024, "--threads must be in [1, 1024]");
+  set_num_threads(static_cast<int>(threads));
+  int B = static_cast<int>(args.get_int("batch", 8, "sequences per step, per rank"));
   int T = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
   int steps = static_cast<int>(args.get_int("steps", 10, "timed steps"));
   int warmup = static_cast<int>(args.get_int("warmup-steps", 2, "untimed warm-up steps"));
-  bool breakdown = args.get_flag("breakdown", "print time per kernel family");
+  bool breakdown = args.get_flag("breakdown", "print time per kernel family (rank 0)");
   bool json = args.get_flag("json", "print one JSON object instead of text");
   int peak_n = static_cast<int>(args.get_int("peak-size", 2048, "matrix size for the sgemm peak measurement"));
+  ParallelConfig pc;
+  pc.strategy = parse_strategy(args.get_string("strategy", n > 1 ? "ddp" : "none", "none | ddp | zero1 | zero2 | zero3 | hsdp"));
+  pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB");
+  pc.first_bucket_mb = args.get_double("first-bucket-mb", pc.first_bucket_mb, "first bucket size, MiB");
+  pc.mixed_precision = parse_mixed_precision(args.get_string("mixed-precision", "fp32", "fp32 | bf16-comm | bf16"));
+  pc.reshard_after_forward = args.get_string("reshard-after-forward", "true", "zero3/hsdp") != "false";
+  pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: no prefetch");
+  pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group"));
+  TrainOptions o;
+  o.batch = B, o.seq_len = T, o.steps = warmup + steps;
+  o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per step"));
+  o.checkpointing = ActivationCheckpointing::parse(args.get_string("activation-checkpointing", "none", "none | all | every:K"));
+  o.schedule.max_lr = 1e-4, o.schedule.min_lr = 1e-5;
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   if (args.help_or_finish()) return 0;
   DL_CHECK(steps > 0 && warmup >= 0, "--steps must be positive and --warmup-steps >= 0");
 
   double peak = measure_sgemm_gflops(peak_n, 3);
-  Transformer model(cfg);
-  model.init_weights(1);
-  TrainGraph graph(cfg, B, T);
-  AdamW opt(model.layout(), AdamWConfig{});
-  std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(tokens.size());
+  // Random tokens: enough windows that every rank draws fresh batches.
+  std::vector<uint32_t> toks(static_cast<size_t>(std::max<int64_t>(200000, 4LL * B * (T + 1))));
   CounterRng rng(7);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(cfg.vocab_size));
-    targets[i] = static_cast<int32_t>(rng.below(cfg.vocab_size));
-  }
+  for (auto& t : toks) t = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size)));
+  TokenDataset data = TokenDataset::from_tokens(std::move(toks), static_cast<uint32_t>(cfg.vocab_size), "random");
+
+  DataParallel dp(cfg, pc, o.adamw, world);
+  dp.init_weights(1);
+  dp.sync_parameters();
+  Trainer trainer(dp, data, nullptr, o);
   std::vector<double> ms;
+  CommTime comm;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup && breakdown) {
       Profiler::reset();
       Profiler::set_enabled(true);
     }
-    Timer t;
-    model.zero_grad();
-    graph.forward(model, tokens.data(), targets.data(), true);
-    graph.backward(model);
-    opt.step(model.params(), model.grads(), 1e-4);
-    if (s >= warmup) ms.push_back(t.millis());
+    if (world) world->barrier();  // every rank starts the step together
+    StepStats st = trainer.step();
+    if (s >= warmup) {
+      ms.push_back(st.millis);
+      comm += st.comm;
+    }
   }
   Profiler::set_enabled(false);
 
-  double step_ms = median(ms);
-  double tokens_per_step = static_cast<double>(B) * T;
-  int64_t n_params = matmul_params(cfg);
+  const double step_ms = median(ms);
+  RankResult mine{step_ms, comm.busy_s * 1e3 / steps, comm.exposed_s * 1e3 / steps,
+                  static_cast<double>(MemoryStats::peak()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
+                  peak};
+  std::vector<RankResult> all(static_cast<size_t>(n));
+  if (world)
+    world->allgather(&mine, all.data(), sizeof(RankResult) / sizeof(double), comm::DType::kF64);
+  else
+    all[0] = mine;
+  if (rank != 0) return 0;
+
+  double slowest = 0, comm_ms = 0, exposed_ms = 0, peak_sum = 0;
+  for (const auto& r : all) {
+    slowest = std::max(slowest, r.ms_per_step);
+    comm_ms += r.comm_ms / n;
+    exposed_ms += r.exposed_ms / n;
+    peak_sum += r.peak_gflops;
+  }
+  const double tokens_per_step = static_cast<double>(B) * T * o.grad_accum * n;
+  const int64_t n_params = matmul_params(cfg);
   // PaLM's count: 6 N per token for the matmuls (forward + backward) plus
   // 12 * n_layer * T * attn_dim for attention scores and values.
-  double flops_per_token = 6.0 * n_params + 12.0 * cfg.n_layer * T * cfg.attn_dim();
-  double gflops = flops_per_token * tokens_per_step / (step_ms / 1e3) / 1e9;
-  double tok_s = tokens_per_step / (step_ms / 1e3);
+  const double flops_per_token = 6.0 * n_params + 12.0 * cfg.n_layer * T * cfg.attn_dim();
+  const double tok_s = tokens_per_step / (slowest / 1e3);
+  const double gflops = flops_per_token * tok_s / 1e9;
+  const double hidden = comm_ms > 0 ? std::clamp(1.0 - exposed_ms / comm_ms, 0.0, 1.0) : 1.0;
   if (json) {
-    nlohmann::json j = {{"impl", "distllm"}, {"model", cfg.describe()}, {"batch", B}, {"seq", T},
-                        {"threads", num_threads()}, {"ms_per_step", step_ms}, {"tokens_per_s", tok_s},
-                        {"gflops", gflops}, {"peak_gflops", peak}, {"mfu", gflops / peak},
-                        {"flops_per_token", flops_per_token}};
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : all)
+      ranks.push_back({{"ms_per_step", r.ms_per_step}, {"comm_ms", r.comm_ms}, {"comm_exposed_ms", r.exposed_ms},
+                       {"peak_mem_mib", r.peak_mib}, {"peak_rss_mib", r.rss_mib}});
+    nlohmann::json j = {{"impl", "distllm"}, {"model", cfg.describe()}, {"strategy", strategy_name(pc.strategy)},
+                        {"ranks", n}, {"batch", B}, {"seq", T}, {"threads", num_threads()},
+                        {"ms_per_step", slowest}, {"tokens_per_s", tok_s}, {"gflops", gflops},
+                        {"peak_gflops", peak_sum}, {"mfu", gflops / peak_sum}, {"flops_per_token", flops_per_token},
+                        {"comm_ms", comm_ms}, {"comm_exposed_ms", exposed_ms}, {"comm_hidden", hidden},
+                        {"per_rank", ranks}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("model:       %s\n", cfg.describe().c_str());
-  std::printf("shape:       batch %d x seq %d, %d threads, %d timed steps (median)\n", B, T, num_threads(), steps);
-  std::printf("ms/step:     %.1f\n", step_ms);
-  std::printf("tokens/s:    %.0f\n", tok_s);
+  std::printf("parallel:    %s\n", dp.describe().c_str());
+  std::printf("shape:       batch %d x seq %d per rank, %d rank%s x %d thread%s, %d timed steps (median)\n", B, T, n,
+              n == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s", steps);
+  std::printf("ms/step:     %.1f (slowest rank)\n", slowest);
+  std::printf("tokens/s:    %.0f (the job)\n", tok_s);
   std::printf("GFLOP/s:     %.1f  (%.3g GFLOP/step: 6 x %.2fM matmul params + attention, per token)\n", gflops,
               flops_per_token * tokens_per_step / 1e9, n_params / 1e6);
-  std::printf("sgemm peak:  %.1f GFLOP/s (%dx%d, %d threads)\n", peak, peak_n, peak_n, num_threads());
-  std::printf("MFU:         %.1f%%\n", 100.0 * gflops / peak);
+  std::printf("sgemm peak:  %.1f GFLOP/s (%dx%d, sum over ranks measured concurrently)\n", peak_sum, peak_n, peak_n);
+  std::printf("MFU:         %.1f%%\n", 100.0 * gflops / peak_sum);
+  if (n > 1 || comm_ms > 0)
+    std::printf("comm:        %.1f ms/step, %.1f ms exposed: %.0f%% hidden behind compute (mean over ranks)\n", comm_ms,
+                exposed_ms, 100 * hidden);
+  std::printf("\n%-6s %10s %10s %12s %9s %12s %12s\n", "rank", "ms/step", "comm ms", "exposed ms", "hidden", "peak MiB",
+              "peak RSS MiB");
+  for (int r = 0; r < n; ++r) {
+    const RankResult& x = all[static_cast<size_t>(r)];
+    double h = x.comm_ms > 0 ? std::clamp(1.0 - x.exposed_ms / x.comm_ms, 0.0, 1.0) : 1.0;
+    std::printf("%-6d %10.1f %10.2f %12.2f %8.0f%% %12.1f %12.1f\n", r, x.ms_per_step, x.comm_ms, x.exposed_ms, 100 * h,
+                x.peak_mib, x.rss_mib);
+  }
   if (breakdown) {
-    std::printf("\n%-22s %10s %8s\n", "region", "ms/step", "share");
+    std::printf("\n%-22s %10s %8s   (rank 0)\n", "region", "ms/step", "share");
     double total = 0;
     for (const auto& e : Profiler::snapshot()) total += e.seconds;
     for (const auto& e : Profiler::snapshot())
-      std::printf("%-22s %10.2f %7.1f%%\n", e.name.c_str(), e.seconds * 1e3 / steps, 100.0 * e.seconds / (step_ms * steps / 1e3));
-    std::printf("%-22s %10.2f %7.1f%%\n", "(sum of regions)", total * 1e3 / steps, 100.0 * total / (step_ms * steps / 1e3));
+      std::printf("%-22s %10.2f %7.1f%%\n", e.name.c_str(), e.seconds * 1e3 / steps,
+                  100.0 * e.seconds / (step_ms * steps / 1e3));
+    std::printf("%-22s %10.2f %7.1f%%\n", "(sum of regions)", total * 1e3 / steps,
+                100.0 * total / (step_ms * steps / 1e3));
   }
   return 0;
 }
 
-DISTLLM_REGISTER_COMMAND("bench train", "training throughput, GFLOP/s and MFU vs measured sgemm peak", run_bench_train);
+int run_bench_train(Args& args) {
+  if (!comm::started_by_mpi_launcher()) return run_bench_train_impl(args, nullptr);
+  comm::ProcessGroupPtr world = comm::init_process_group();
+  int code = 0;
+  try {
+    code = run_bench_train_impl(args, world);
+  } catch (const Error& e) {
+    if (world->size() == 1) throw;
+    comm::abort(1, e.what());
+  }
+  world.reset();
+  comm::finalize();
+  return code;
+}
+
+DISTLLM_REGISTER_COMMAND("bench train",
+                         "training throughput, MFU, communication hidden and memory per rank (any strategy, mpirun)",
+                         run_bench_train);
 
 }  // namespace
 }  // namespace distllm

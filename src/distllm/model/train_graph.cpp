@@ -454,10 +454,14 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
     ready(g);
   }
   const int embed_g = layout_.embed_group();
-  EmbedTensors demb = layout_.embed_view(src.group_grads(embed_g));
   {
     DL_PROFILE("bwd.embedding");
-    embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
+    if (hooks && hooks->embedding_backward) {
+      hooks->embedding_backward(dresid_.data(), tokens_.data(), positions_.data(), BT_);
+    } else {
+      EmbedTensors demb = layout_.embed_view(src.group_grads(embed_g));
+      embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
+    }
   }
   ready(embed_g);
 }

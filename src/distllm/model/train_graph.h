@@ -10,6 +10,10 @@
 //   before_group_backward(g): about to read layer g's parameters in backward
 //   group_grads_ready(g):     group g's gradients are final for this micro-batch
 //                             (DDP all-reduces / ZeRO reduce-scatters here)
+//   embedding_backward:       when set, replaces the embedding's backward (the
+//                             scatter-add of the input gradient into the token and
+//                             position rows), so data parallelism can reduce those
+//                             few rows on their own instead of the whole table
 // Groups are those of ParamLayout: embed (0), layer i (1 + i), head (n_layer + 1).
 // Forward visits embed, layers 0..L-1, head. With gradients the head's backward
 // runs inside forward (chunk by chunk, while its logits are in cache), so the head
@@ -39,6 +43,10 @@ struct TrainHooks {
   std::function<void(int group)> after_group_forward;
   std::function<void(int group)> before_group_backward;
   std::function<void(int group)> group_grads_ready;
+  // d_out [rows, C] is the gradient of the embedding's output; tokens and positions
+  // [rows] say which table rows it belongs to.
+  std::function<void(const float* d_out, const int32_t* tokens, const int32_t* positions, int64_t rows)>
+      embedding_backward;
 };
 
 struct ForwardArgs {

@@ -136,7 +136,9 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
     }
     std::sort(sizes.rbegin(), sizes.rend());
     // Without communication (one rank) a bucket is done the moment it is full.
-    const size_t alive = S == 1 && R == 1 ? 1 : 3;
+    // Otherwise: the one filling and two in flight, where a tied embedding's bucket,
+    // reduced from the head on, is one of the two.
+    size_t alive = S == 1 && R == 1 ? 1 : (embed_bucket > 0 && in.world > 1 ? 2 : 3);
     int64_t three = 0, two = 0;
     for (size_t i = 0; i < sizes.size() && i < alive; ++i) (i < 2 ? two : three) += sizes[i];
     three += two;
@@ -146,6 +148,12 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
       m.comm_buffers = std::max(two, embed_bucket) / 2;
     if (bf16_params && !pc.shards_params() && S > 1)
       m.comm_buffers = std::max(m.comm_buffers, (sizes.empty() ? embed_bucket : sizes[0]) / 2 + owned * 2);
+  }
+  // The embedding rows reduced on their own (DataParallel): every rank's tokens, at
+  // most the vocabulary, plus gpt2's positions.
+  if (in.world > 1) {
+    const int64_t tokens = std::min<int64_t>(cfg.vocab_size, static_cast<int64_t>(in.world) * in.batch * in.seq);
+    m.comm_buffers += (tokens + (cfg.is_gpt2() ? in.seq : 0)) * cfg.n_embd * kF32;
   }
   e.fits = memory_limit_bytes <= 0 || static_cast<double>(m.total()) <= memory_limit_bytes;
 

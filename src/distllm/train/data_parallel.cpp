@@ -9,6 +9,7 @@
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
 #include "distllm/comm/device_mesh.h"
+#include "distllm/kernels/embedding.h"
 #include "distllm/train/bf16_buffer.h"
 
 namespace distllm {
@@ -180,6 +181,10 @@ void DataParallel::build_hooks() {
     h.after_group_forward = [this, compute_grad](int g) { on_after_forward(g, compute_grad); };
     h.before_group_backward = [this](int g) { on_before_backward(g); };
     h.group_grads_ready = [this, sync](int g) { on_grads_ready(g, sync); };
+    if (compute_grad && sync && sparse_embedding())
+      h.embedding_backward = [this](const float* d, const int32_t* tokens, const int32_t* positions, int64_t rows) {
+        on_embedding_backward(d, tokens, positions, rows);
+      };
     return h;
   };
   hooks_grad_sync_ = make(true, true);
@@ -315,6 +320,7 @@ void DataParallel::check_replicas() {
 // A step
 
 void DataParallel::begin_step() {
+  embed_dense_dirty_ = false;
   if (full_grads_)
     fill_zero(full_grads_, layout_.total_size());
   else
@@ -326,6 +332,7 @@ const TrainHooks* DataParallel::hooks(bool compute_grad, bool sync) {
   DL_CHECK(!compute_grad || sync || full_grads_,
            "internal error: sharded gradients must be reduced every micro-step");
   in_sync_ = sync;
+  if (compute_grad && !sync) embed_dense_dirty_ = true;  // its embedding backward scatters densely
   if (!compute_grad) return &hooks_forward_only_;
   return sync ? &hooks_grad_sync_ : &hooks_grad_nosync_;
 }
@@ -369,11 +376,75 @@ void DataParallel::on_grads_ready(int g, bool sync) {
       gatherer_->release(g);
     }
   }
+  if (sync && g == head_group() && sparse_embedding()) {
+    // The embedding table's dense gradient is final now (see data_parallel.h).
+    if (layout_.head_uses_embedding() || embed_dense_dirty_)
+      reducer_->launch_bucket_of(embed_group());
+    else
+      reducer_->skip_bucket_of(embed_group());
+  }
   if (sync) reducer_->group_ready(g);
+}
+
+void DataParallel::on_embedding_backward(const float* d_out, const int32_t* tokens, const int32_t* positions,
+                                         int64_t rows) {
+  const int C = config_.n_embd;
+  const int n = world_size();
+  // The union of the token ids every rank used (sorted, so all ranks agree on it).
+  std::vector<int32_t> all(static_cast<size_t>(rows) * n);
+  tracker_.blocking(rows * 4 * n, [&] {
+    world_->allgather(tokens, all.data(), static_cast<size_t>(rows), comm::DType::kI32);
+  });
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  const int64_t token_rows = static_cast<int64_t>(all.size());
+  int64_t position_rows = 0;
+  if (config_.is_gpt2())
+    for (int64_t i = 0; i < rows; ++i) position_rows = std::max<int64_t>(position_rows, positions[i] + 1);
+  std::vector<int32_t> index(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i)
+    index[static_cast<size_t>(i)] =
+        static_cast<int32_t>(std::lower_bound(all.begin(), all.end(), tokens[i]) - all.begin());
+  // This rank's contribution to those rows, in the order the dense scatter adds them.
+  sparse_grads_.resize(static_cast<size_t>((token_rows + position_rows) * C));
+  sparse_peak_ = std::max(sparse_peak_, static_cast<int64_t>(sparse_grads_.size() * sizeof(float)));
+  float* token_part = sparse_grads_.data();
+  float* position_part = config_.is_gpt2() ? token_part + token_rows * C : nullptr;
+  kernels::embedding_backward(token_part, position_part, d_out, index.data(), positions, rows, C);
+  tracker_.blocking(static_cast<int64_t>(sparse_grads_.size()) * 4, [&] {
+    world_->allreduce(sparse_grads_.data(), sparse_grads_.size(), comm::DType::kF32);
+  });
+  // The embedding group holds the token table first, then gpt2's position table.
+  const ParamGroup& eg = layout_.groups()[static_cast<size_t>(embed_group())];
+  const int64_t wte = layout_.tensors()[static_cast<size_t>(eg.tensors[0])].offset;
+  sparse_offsets_.clear();
+  for (int32_t t : all) sparse_offsets_.push_back(wte + static_cast<int64_t>(t) * C);
+  if (config_.is_gpt2()) {
+    const int64_t wpe = layout_.tensors()[static_cast<size_t>(eg.tensors[1])].offset;
+    for (int64_t p = 0; p < position_rows; ++p) sparse_offsets_.push_back(wpe + p * C);
+  }
+  sparse_pending_ = true;
+}
+
+void DataParallel::apply_sparse_embedding_grads() {
+  if (!sparse_pending_) return;
+  sparse_pending_ = false;
+  const int64_t C = config_.n_embd;
+  // Added after the dense part's reduction (which works in place): each rank adds
+  // the rows, or their parts, that fall in its gradient shard.
+  for (size_t r = 0; r < sparse_offsets_.size(); ++r) {
+    const FlatRange row = FlatRange{sparse_offsets_[r], sparse_offsets_[r] + C}.intersect(owned_);
+    if (row.empty()) continue;
+    float* dst = shard_grads_ + (row.begin - owned_.begin);
+    const float* src = sparse_grads_.data() + static_cast<int64_t>(r) * C + (row.begin - sparse_offsets_[r]);
+    for (int64_t i = 0; i < row.size(); ++i) dst[i] += src[i];
+  }
+  sparse_grads_.release();
 }
 
 void DataParallel::end_micro_step(bool sync) {
   if (sync) reducer_->finish();
+  if (sync) apply_sparse_embedding_grads();
   if (gatherer_) gatherer_->release_all();
 }
 
@@ -431,6 +502,7 @@ MemoryBreakdown DataParallel::memory() const {
   m.optimizer = static_cast<int64_t>(optimizer_->state_bytes());
   m.gathered_peak = gatherer_ ? gatherer_->peak_bytes() : 0;
   m.buckets_peak = reducer_->peak_bytes();
+  m.sparse_rows = sparse_peak_;
   return m;
 }
 

@@ -12,6 +12,14 @@
 //   optimizer_step(lr)      // global norm, clipping, AdamW on the shard, all-gather
 // With gradients kept in a full buffer (none, DDP, ZeRO-1) only the last micro-step
 // synchronises (sync); with sharded gradients every micro-step does.
+//
+// The embedding table's gradient comes in two parts: a dense one from a tied output
+// head, final right after the head, and the embedding backward's scatter into the
+// few rows this step's tokens (and positions) use, at the very end of backward. On
+// several ranks the dense part's bucket is reduced as soon as the head is done (so
+// it overlaps all of backward; skipped when it is zero, as for an untied table),
+// and the rows are reduced on their own: the union of every rank's token ids, a
+// [rows, C] buffer, one small all-reduce, then added to the reduced gradients.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +50,8 @@ struct MemoryBreakdown {
   int64_t optimizer = 0;  // AdamW moments of the owned shard
   int64_t gathered_peak = 0;  // most gathered-group bytes alive at once (zero3/hsdp)
   int64_t buckets_peak = 0;   // most bucket/staging bytes alive at once
-  int64_t total() const { return params + master + grads + optimizer + gathered_peak + buckets_peak; }
+  int64_t sparse_rows = 0;    // the embedding rows reduced on their own (bytes)
+  int64_t total() const { return params + master + grads + optimizer + gathered_peak + buckets_peak + sparse_rows; }
 };
 
 struct OptimizerResult {
@@ -141,6 +150,15 @@ class DataParallel : public ParamSource {
 
   TrainHooks hooks_grad_sync_, hooks_grad_nosync_, hooks_forward_only_;
   bool in_sync_ = false;
+  // Sparse embedding gradients (see above): flat offsets of the rows, their sums.
+  std::vector<int64_t> sparse_offsets_;
+  AlignedBuffer<float> sparse_grads_;
+  bool sparse_pending_ = false;
+  int64_t sparse_peak_ = 0;
+  bool embed_dense_dirty_ = false;  // a non-sync micro-step scattered densely
+  bool sparse_embedding() const { return world_size() > 1; }
+  void on_embedding_backward(const float* d_out, const int32_t* tokens, const int32_t* positions, int64_t rows);
+  void apply_sparse_embedding_grads();
 
   bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
   bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }

@@ -57,7 +57,7 @@ float* GradReducer::bucket_data(int b) {
 float* GradReducer::group_grads(int group) {
   if (s_.full_grads) return s_.full_grads + s_.layout->groups().at(static_cast<size_t>(group)).offset;
   const int b = bucket_of_group_.at(static_cast<size_t>(group));
-  DL_CHECK(!state_[static_cast<size_t>(b)].started,
+  DL_CHECK(!state_[static_cast<size_t>(b)].launched,
            "internal error: gradients of group %d requested after its bucket was reduced", group);
   return bucket_data(b) + (s_.layout->groups()[static_cast<size_t>(group)].offset -
                            s_.buckets[static_cast<size_t>(b)].range.begin);
@@ -65,20 +65,35 @@ float* GradReducer::group_grads(int group) {
 
 void GradReducer::group_ready(int group) {
   const int b = bucket_of_group_.at(static_cast<size_t>(group));
-  if (group == s_.buckets[static_cast<size_t>(b)].first_group) launch(b);
+  if (group == s_.buckets[static_cast<size_t>(b)].first_group && !state_[static_cast<size_t>(b)].launched) launch(b);
   poll();
+}
+
+void GradReducer::launch_bucket_of(int group) {
+  const int b = bucket_of_group_.at(static_cast<size_t>(group));
+  if (!state_[static_cast<size_t>(b)].launched) launch(b);
+  poll();
+}
+
+void GradReducer::skip_bucket_of(int group) {
+  const int b = bucket_of_group_.at(static_cast<size_t>(group));
+  BucketState& st = state_[static_cast<size_t>(b)];
+  DL_CHECK(!st.launched, "internal error: skipping a bucket already reduced");
+  st.launched = true;
+  track(-static_cast<int64_t>(st.grads.size() * sizeof(float)));
+  st.grads.release();
 }
 
 void GradReducer::launch(int b) {
   const Bucket& bk = s_.buckets[static_cast<size_t>(b)];
   BucketState& st = state_[static_cast<size_t>(b)];
-  DL_CHECK(!st.started, "internal error: bucket %d reduced twice in one micro-step", b);
+  DL_CHECK(!st.launched, "internal error: bucket %d reduced twice in one micro-step", b);
   if (!s_.full_grads || s_.bf16) {
     // Bucket memory is bounded: wait for the oldest reduction to free its buffers.
     poll();
     while (inflight_.size() >= kMaxInFlight) complete_front();
   }
-  st.started = true;
+  st.launched = true;
   float* data = bucket_data(b);
   const int64_t n = bk.range.size();
   if (s_.bf16) {
@@ -146,7 +161,6 @@ void GradReducer::complete(InFlight& f) {
   }
   track(-static_cast<int64_t>(st.bf16.size() * sizeof(uint16_t)));
   st.bf16.release();
-  st.started = false;
 }
 
 void GradReducer::poll() {
@@ -188,8 +202,10 @@ void GradReducer::finish() {
     complete(f);
     inflight_.pop_front();
   }
-  for (const auto& st : state_)
-    DL_CHECK(!st.started && st.grads.size() == 0, "internal error: a gradient bucket was never reduced");
+  for (auto& st : state_) {
+    DL_CHECK(st.launched && st.grads.size() == 0, "internal error: a gradient bucket was never reduced");
+    st.launched = false;  // the next micro-step starts over
+  }
 }
 
 }  // namespace distllm

@@ -53,6 +53,12 @@ class GradReducer {
   float* group_grads(int group);
   // Group g's gradients are complete; starts its bucket's reduction when the bucket is.
   void group_ready(int group);
+  // Starts the reduction of the bucket holding `group` now (its gradients are final
+  // earlier than the graph reports), or marks it reduced without communicating
+  // (its gradients are known to be zero everywhere). Later group_ready calls for it
+  // do nothing.
+  void launch_bucket_of(int group);
+  void skip_bucket_of(int group);
   // Moves finished reductions along without blocking.
   void poll();
   // Waits for every started reduction (all buckets must have been started).
@@ -70,7 +76,7 @@ class GradReducer {
   struct BucketState {
     AlignedBuffer<float> grads;     // sharded-gradient mode
     AlignedBuffer<uint16_t> bf16;   // bf16 communication staging
-    bool started = false;
+    bool launched = false;          // in this micro-step
   };
 
   GradReducerSetup s_;

@@ -54,7 +54,7 @@ std::vector<Bucket> make_buckets(const ParamLayout& layout, int64_t cap_floats, 
     b.range = group_range(layout, g);
     const int64_t cap = buckets.empty() ? first_cap_floats : cap_floats;
     --g;
-    while (g >= 0 && b.range.size() < cap) {
+    while (g > layout.embed_group() && b.range.size() < cap) {
       b.range.begin = group_range(layout, g).begin;
       --g;
     }

@@ -14,7 +14,9 @@
 // backward finishes groups (head, last layer, ..., embed) and closed once they reach
 // the size cap, so a bucket is ready as soon as its last group's gradients are.
 // Each bucket is one contiguous range of the flat buffer (groups with their
-// alignment padding), and the buckets tile the buffer.
+// alignment padding), and the buckets tile the buffer. The embedding group is
+// always a bucket of its own: its dense gradient (a tied output head's) is final
+// right after the head, long before the embedding's backward at the very end.
 #pragma once
 
 #include <cstddef>
