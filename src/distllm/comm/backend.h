@@ -38,6 +38,7 @@ struct OpContext {
   GroupStatus* status = nullptr;
   unsigned phase = 0;      // hierarchical level (0 for single-level backends)
   int spin_limit = 512;    // busy-poll iterations before yielding the CPU
+  bool background = false;  // asynchronous: after a short spin, nap instead of yielding
 };
 
 // Thrown by a backend when the deadline passes. The front end turns it into a

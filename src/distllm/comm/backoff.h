@@ -1,12 +1,16 @@
 // Internal: polling with a deadline. Spin briefly (lowest latency when every rank
 // has its own core), then yield the CPU (oversubscribed hosts), then sleep in short
 // naps once a peer is clearly late (a straggler computing for seconds should not
-// make the waiting ranks burn their cores).
+// make the waiting ranks burn their cores). A background operation (overlapped with
+// the caller's computation) naps right after a short spin: a yield loop would take
+// the core from the computation it is meant to hide behind.
 #pragma once
 
 #include <immintrin.h>
 #include <sched.h>
 #include <time.h>
+
+#include <algorithm>
 
 #include "distllm/base/timer.h"
 #include "distllm/comm/backend.h"
@@ -15,7 +19,8 @@ namespace distllm::comm {
 
 class Poller {
  public:
-  Poller(const OpContext& ctx, int spin_limit) : ctx_(ctx), spin_limit_(spin_limit) {}
+  Poller(const OpContext& ctx, int spin_limit)
+      : ctx_(ctx), spin_limit_(ctx.background ? std::min(spin_limit, kBackgroundSpins) : spin_limit) {}
 
   // Call once per failed poll. Returns false when the deadline has passed.
   bool next() {
@@ -26,7 +31,7 @@ class Poller {
     double now = now_seconds();
     if (start_ == 0) start_ = now;
     if (now > ctx_.deadline()) return false;
-    if (now - start_ < 0.05) {
+    if (!ctx_.background && now - start_ < 0.05) {
       sched_yield();
     } else {
       timespec ts{0, 50'000};  // 50 us
@@ -36,6 +41,7 @@ class Poller {
   }
 
  private:
+  static constexpr int kBackgroundSpins = 64;
   const OpContext& ctx_;
   int spin_limit_;
   int iterations_ = 0;

@@ -51,7 +51,8 @@ struct ProcessGroup::Impl {
 
   ~Impl();
   WorkPtr submit(Op&& op, const CallOptions& o);
-  void execute(const Op& op, uint64_t seq, double timeout);
+  // background: run by the communication thread while the caller computes.
+  void execute(const Op& op, uint64_t seq, double timeout, bool background = false);
   void worker_loop();
   void debug_check(const Op& op, const OpContext& ctx);
   [[noreturn]] void raise_timeout(const Op& op, const OpContext& ctx, const BackendTimeout& t);

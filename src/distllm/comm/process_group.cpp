@@ -255,7 +255,7 @@ void ProcessGroup::Impl::worker_loop() {
     std::exception_ptr error;
     p->work->mark_started();
     try {
-      execute(p->op, p->seq, p->timeout);
+      execute(p->op, p->seq, p->timeout, /*background=*/true);
     } catch (...) {
       error = std::current_exception();
     }
@@ -268,7 +268,7 @@ void ProcessGroup::Impl::worker_loop() {
   }
 }
 
-void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout) {
+void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout, bool background) {
   if (failed.load()) {
     std::lock_guard lk(mu);
     throw CommError(strprintf("%s refused: the group failed earlier: %s", describe(op.kind, seq).c_str(),
@@ -279,6 +279,9 @@ void ProcessGroup::Impl::execute(const Op& op, uint64_t seq, double timeout) {
   ctx.timeout_s = timeout;
   ctx.status = status.get();
   ctx.spin_limit = spin_limit;
+  // An overlapped operation shares the cores with the caller's computation: waiting
+  // for a peer must not burn them (the peer is probably computing too).
+  ctx.background = background;
   const bool collective = !is_p2p(op.kind);
   if (collective) {
     // Release stores (plain moves on x86): only the status service reads these.
