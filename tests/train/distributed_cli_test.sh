@@ -29,6 +29,16 @@ grep -q "<polyline" "$T/model.loss.svg" || fail "loss curve has no line"
 "$D" plot "$T/run.jsonl" --out "$T/replot.svg" > /dev/null
 grep -q "validation loss" "$T/replot.svg" || fail "distllm plot made no legend"
 
+echo "== --strategy auto asks the planner, which fits the memory given"
+"${MPIRUN[@]}" -n 2 "$D" train --text "$T/a.txt" "${M[@]}" --steps 1 --strategy auto --memory-gb 0.00135 \
+  > "$T/auto.out" 2>&1 || { cat "$T/auto.out"; fail "auto run failed"; }
+grep -Eq "^strategy auto: zero1" "$T/auto.out" || { cat "$T/auto.out"; fail "no auto choice printed"; }
+set +e
+"${MPIRUN[@]}" -n 2 "$D" train --text "$T/a.txt" "${M[@]}" --steps 1 --strategy auto --memory-gb 0.0001 > "$T/auto2.out" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "no strategy fits in" "$T/auto2.out" || { cat "$T/auto2.out"; fail "an impossible memory limit was not refused"; }
+
 echo "== one process without a launcher: unchanged, no communication"
 "$D" train --text "$T/a.txt" "${M[@]}" --steps 2 > "$T/single.out" 2>&1 || { cat "$T/single.out"; fail "single run"; }
 grep -q "parallel: none, 1 rank" "$T/single.out" || fail "single process should run strategy none"

@@ -12,7 +12,7 @@
 namespace distllm {
 namespace {
 
-std::string gb(int64_t bytes) { return strprintf("%.3f", static_cast<double>(bytes) / 1e9); }
+std::string mb(int64_t bytes) { return strprintf("%.1f", static_cast<double>(bytes) / 1e6); }
 
 int run_plan(Args& args) {
   plan::PlanInput in;
@@ -60,21 +60,21 @@ int run_plan(Args& args) {
               mixed_precision_name(in.parallel.mixed_precision));
   std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
               rates.busbw_gbs, rates.source.c_str());
-  std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (GB per rank)", "params",
-              "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm GB", "step s", "exposed",
+  std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (MB per rank)", "params",
+              "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB", "step s", "exposed",
               "tok/s", limit > 0 ? "  fits" : "");
   for (const plan::Estimate& e : rows) {
     const plan::MemoryPlan& m = e.memory;
-    std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9.3f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
-                gb(m.params).c_str(), gb(m.master).c_str(), gb(m.grads).c_str(), gb(m.optimizer).c_str(),
-                gb(m.activations).c_str(), gb(m.gathered).c_str(), gb(m.comm_buffers).c_str(), gb(m.total()).c_str(),
-                e.comm_bytes / 1e9, e.step_s, e.exposed_comm_s, e.tokens_per_s,
+    std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
+                mb(m.params).c_str(), mb(m.master).c_str(), mb(m.grads).c_str(), mb(m.optimizer).c_str(),
+                mb(m.activations).c_str(), mb(m.gathered).c_str(), mb(m.comm_buffers).c_str(), mb(m.total()).c_str(),
+                e.comm_bytes / 1e6, e.step_s, e.exposed_comm_s, e.tokens_per_s,
                 limit > 0 ? (e.fits ? "  yes" : "  no") : "");
   }
   if (limit > 0) {
     plan::Estimate best = plan::recommend(in, rates, limit);
-    std::printf("\nrecommended for %.2f GB per rank: %s (%.3f GB, about %.0f tokens/s)\n", memory_gb,
-                plan::describe_choice(best).c_str(), best.memory.total() / 1e9, best.tokens_per_s);
+    std::printf("\nrecommended for %.2f GB per rank: %s (%.1f MB, about %.0f tokens/s)\n", memory_gb,
+                plan::describe_choice(best).c_str(), best.memory.total() / 1e6, best.tokens_per_s);
   }
   return 0;
 }

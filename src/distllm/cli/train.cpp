@@ -235,8 +235,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     pc.strategy = best.input.parallel.strategy;
     o.checkpointing = best.input.checkpointing;
     if (rank == 0)
-      std::printf("strategy auto: %s (%.2f GB per rank of %.2f GB allowed, about %.0f tok/s estimated)\n",
-                  plan::describe_choice(best).c_str(), best.memory.total() / 1e9, limit / 1e9, best.tokens_per_s);
+      std::printf("strategy auto: %s (%.1f MB per rank of %.1f MB allowed, about %.0f tok/s estimated)\n",
+                  plan::describe_choice(best).c_str(), best.memory.total() / 1e6, limit / 1e6, best.tokens_per_s);
   } else {
     pc.strategy = parse_strategy(strategy);
   }

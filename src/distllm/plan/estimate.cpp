@@ -229,9 +229,9 @@ Estimate recommend(const PlanInput& base, const MachineRates& rates, double memo
     if (e.fits && (!best || e.tokens_per_s > best->tokens_per_s * 1.0001)) best = &e;
   }
   DL_CHECK(best != nullptr,
-           "no strategy fits in %.2f GB per rank: the smallest, %s, needs %.2f GB (use more ranks, a smaller batch "
+           "no strategy fits in %.1f MB per rank: the smallest, %s, needs %.1f MB (use more ranks, a smaller batch "
            "or a smaller model)",
-           memory_limit_bytes / 1e9, describe_choice(*smallest).c_str(), smallest->memory.total() / 1e9);
+           memory_limit_bytes / 1e6, describe_choice(*smallest).c_str(), smallest->memory.total() / 1e6);
   return *best;
 }
 
