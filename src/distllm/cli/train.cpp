@@ -1,6 +1,8 @@
 // `distllm train`: train a GPT-2 or Llama model on one process, or on N ranks under
 // `mpirun -np N` / `srun --mpi=pmix` with the data-parallel strategy --strategy names.
+#include <atomic>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -20,6 +22,7 @@
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/plan/plan.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "distllm/train/checkpointing.h"
 #include "distllm/train/rank_consistency.h"
 #include "distllm/train/trainer.h"
 
@@ -132,7 +135,43 @@ std::function<void(int64_t)> kill_hook(int rank) {
   };
 }
 
+// SIGUSR1 / SIGTERM (Slurm's preemption warning, an orchestrator's stop): finish
+// the current step, save a checkpoint, exit. A second one exits at once.
+std::atomic<bool>& stop_signal() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+void on_stop_signal(int sig) {
+  if (stop_signal().exchange(true)) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+}
+
+// DISTLLM_HEARTBEAT_DIR (set by `distllm launch`): each rank rewrites
+// <dir>/rank_<r> ("<step> <unix time>") after every step; the launcher calls a
+// rank hung when its file stops changing.
+class Heartbeat {
+ public:
+  explicit Heartbeat(int rank) {
+    if (const char* d = std::getenv("DISTLLM_HEARTBEAT_DIR")) path_ = join_path(d, strprintf("rank_%d", rank));
+  }
+  void beat(int64_t step) {
+    if (path_.empty()) return;
+    FILE* f = std::fopen(path_.c_str(), "w");
+    if (f == nullptr) return;
+    std::fprintf(f, "%lld %lld\n", (long long)step, (long long)std::time(nullptr));
+    std::fclose(f);
+  }
+
+ private:
+  std::string path_;
+};
+
 int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
+  std::signal(SIGUSR1, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   const int rank = world ? world->rank() : 0;
   const int world_size = world ? world->size() : 1;
   // Threads: the host's CPUs shared among the ranks on it.
@@ -184,6 +223,16 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
   double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
 
+  CheckpointOptions ck;
+  ck.dir = args.get_string("checkpoint-dir", "", "write checkpoints (sharded, atomic) into this directory");
+  ck.every = args.get_int("checkpoint-every", 0, "save a checkpoint every N steps (0: at the end and on a stop signal)");
+  ck.resume = args.get_string("resume", "", "auto (the newest good checkpoint in --checkpoint-dir, if any) or a step "
+                                            "directory; under Slurm a requeued job (SLURM_RESTART_COUNT >= 1) resumes "
+                                            "automatically");
+  ck.retention.keep_last = static_cast<int>(args.get_int("keep-last", 3, "checkpoints to keep (the newest)"));
+  ck.retention.keep_every = args.get_int("keep-every", 0, "also keep every checkpoint whose step is a multiple of M");
+  ck.async = parse_bool("checkpoint-async", args.get_string("checkpoint-async", "true",
+                                                            "write checkpoints in the background (true|false)"));
   auto out = args.get_optional("out", "save the trained model here (Hugging Face layout)");
   int64_t log_every = args.get_int("log-every", 1, "print one line every N steps");
   std::string progress = args.get_string("progress", "auto", "auto | on | off: a live progress line on a terminal");
@@ -217,6 +266,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   ModelConfig cfg = model_config_from_flags(args, "gpt2-tiny", vocab_hint);
   if (args.help_or_finish()) return 0;
   if (o.schedule.min_lr < 0) o.schedule.min_lr = o.schedule.max_lr / 10;
+  if (ck.resume.empty() && !ck.dir.empty()) {
+    const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+    if (restarts && std::atoi(restarts) >= 1) ck.resume = "auto";  // a requeued Slurm job continues
+  }
   if (init_from) cfg = load_hf_config(*init_from);
 
   if (strategy == "auto") {
@@ -273,14 +326,40 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                             strategy_name(pc.strategy)),
                   dp.describe());
   if (auto hook = kill_hook(rank)) o.before_backward = hook;
+  o.stop_requested = &stop_signal();
   Trainer trainer(dp, *train, val.get(), o);
+  nlohmann::json flags = nlohmann::json::object();
+  for (const auto& [name, value] : job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")))
+    flags[name] = value;
+  TrainCheckpointer checkpoints(dp, ck, flags);
+  const int64_t resumed = checkpoints.resume(trainer);
+  if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
+  Heartbeat heartbeat(rank);
+  heartbeat.beat(trainer.steps_done());
+  auto log_line = [&](const std::string& line) {
+    if (lead && !line.empty()) {
+      report.note(line);
+    }
+  };
   trainer.run(
       [&](const StepStats& s) {
         std::vector<RankFigures> ranks;
         if (!metrics_file.empty()) ranks = gather_rank_figures(dp, s.comm);
         report.step(s, ranks);
+        heartbeat.beat(s.step);
+        // A stop request (SIGUSR1/SIGTERM) saves synchronously before leaving.
+        log_line(checkpoints.after_step(trainer, s.stop_requested));
       },
       [&](int64_t step, double loss) { report.eval(step, loss, gather_rank_figures(dp, CommTime{})); });
+  if (checkpoints.enabled() && !trainer.stopped_by_request())
+    log_line(checkpoints.after_step(trainer, /*force=*/true));  // the final state
+  log_line(checkpoints.finish());
+  if (trainer.stopped_by_request()) {
+    if (lead)
+      std::printf("stopped by a signal after step %lld%s; resume with --resume auto\n",
+                  (long long)trainer.steps_done(), checkpoints.enabled() ? ", checkpoint saved" : " (no --checkpoint-dir: nothing saved)");
+    return 0;
+  }
 
   std::string plot_path = plot;
   if (plot_path.empty() && out) plot_path = *out + ".loss.svg";

@@ -107,6 +107,13 @@ void TrainReport::step(const StepStats& s, const std::vector<RankFigures>& ranks
   std::fflush(stdout);
 }
 
+void TrainReport::note(const std::string& line) {
+  if (!active_) return;
+  end_live_line();
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 void TrainReport::eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks) {
   if (!active_) return;
   end_live_line();

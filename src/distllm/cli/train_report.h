@@ -29,6 +29,8 @@ class TrainReport {
   void run_info(const std::string& title, const std::string& details);
   void step(const StepStats& s, const std::vector<RankFigures>& ranks);
   void eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks);
+  // A line of its own (checkpoints): ends a live progress line first.
+  void note(const std::string& line);
   // Writes the loss curve (SVG) and returns its path ("" when nothing was logged).
   std::string write_plot(const std::string& path);
 

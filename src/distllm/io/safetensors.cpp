@@ -237,12 +237,18 @@ std::string SafetensorsWriter::header() const {
   return out + text;
 }
 
-void SafetensorsWriter::write(const std::string& path) const {
+void SafetensorsWriter::write(const std::string& path) const { write(path, nullptr); }
+
+void SafetensorsWriter::write(const std::string& path, const std::function<void(const void*, size_t)>& observe) const {
   std::string head = header();
   write_file_atomic_with(path, [&](int fd) {
     write_all(fd, head.data(), head.size(), path);
-    for (const Entry* e : ordered())
-      if (e->size > 0) write_all(fd, e->data, e->size, path);
+    if (observe) observe(head.data(), head.size());
+    for (const Entry* e : ordered()) {
+      if (e->size == 0) continue;
+      write_all(fd, e->data, e->size, path);
+      if (observe) observe(e->data, e->size);
+    }
   });
 }
 

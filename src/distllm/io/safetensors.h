@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -72,6 +73,8 @@ class SafetensorsWriter {
   uint64_t data_bytes() const;
   // Atomically writes the file (temporary + fsync + rename).
   void write(const std::string& path) const;
+  // The same, passing every byte written to `observe` in order (e.g. a checksum).
+  void write(const std::string& path, const std::function<void(const void*, size_t)>& observe) const;
   // The serialised header (8-byte length + padded JSON), for tests.
   std::string header() const;
 

@@ -317,6 +317,45 @@ void DataParallel::check_replicas() {
 }
 
 // ---------------------------------------------------------------------------
+// Checkpoints
+
+std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
+  std::vector<checkpoint::ParamSpan> out;
+  for (const auto& t : layout_.tensors()) out.push_back({t.name, t.shape, t.offset, t.numel});
+  return out;
+}
+
+nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
+
+checkpoint::ShardData DataParallel::checkpoint_shard() {
+  // Replicas hold the same shard: replica k writes the k-th part of it.
+  const int reps = replicas();
+  const int rep = replicate_group_ ? replicate_group_->rank() : 0;
+  ShardPlan split(owned_.size(), reps);
+  const FlatRange part = split.owned(rep);
+  checkpoint::ShardData d;
+  d.begin = owned_.begin + part.begin;
+  d.end = owned_.begin + part.end;
+  static float empty[1] = {0};
+  auto at = [&](float* base) { return base ? base + part.begin : empty; };
+  d.states = {{"param", at(master_)}, {"exp_avg", at(optimizer_->m())}, {"exp_avg_sq", at(optimizer_->v())}};
+  return d;
+}
+
+void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
+  const std::vector<checkpoint::ParamSpan> spans = param_spans();
+  if (owned_.size() > 0) {
+    reader.read("param", spans, owned_.begin, owned_.end, master_);
+    reader.read("exp_avg", spans, owned_.begin, owned_.end, optimizer_->m());
+    reader.read("exp_avg_sq", spans, owned_.begin, owned_.end, optimizer_->v());
+  }
+  optimizer_->set_steps_taken(optimizer_steps);
+  // The working parameters follow the masters: local for one shard, gathered
+  // otherwise (each rank read only its own range).
+  if (full_params_) gather_params_after_step();
+}
+
+// ---------------------------------------------------------------------------
 // A step
 
 void DataParallel::begin_step() {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/checkpoint/shard_io.h"
 #include "distllm/comm/process_group.h"
 #include "distllm/model/param_source.h"
 #include "distllm/model/train_graph.h"
@@ -92,6 +93,18 @@ class DataParallel : public ParamSource {
   void gather_full(float* out);
   // Debug: throws naming the first rank whose replicated parameters differ.
   void check_replicas();
+
+  // ---- checkpoints ----
+  // The parameters' places in the flat buffer (checkpoint layout).
+  std::vector<checkpoint::ParamSpan> param_spans() const;
+  // What this rank writes: its part of the master parameters and AdamW moments
+  // (the owned shard, split among its replicas so that each byte is written once).
+  checkpoint::ShardData checkpoint_shard();
+  // Reads this rank's owned range of every state (resharding from any layout the
+  // checkpoint was written in) and makes the working parameters match.
+  void load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps);
+  // "shard" and "replicate" sizes, for the manifest.
+  nlohmann::json mesh_json() const;
 
   // ---- a training step ----
   void begin_step();

@@ -83,10 +83,11 @@ StepStats Trainer::step() {
   }
   // One all-reduce for the loss and the stop decision (the time limit is rank 0's
   // clock, so every rank stops after the same step).
-  double stats[2] = {loss_sum, 0.0};
+  double stats[3] = {loss_sum, 0.0, 0.0};
   if (dp.rank() == 0 && options_.time_limit_seconds > 0 && now_seconds() - started_ > options_.time_limit_seconds)
     stats[1] = 1.0;
-  dp.allreduce_sum(stats, 2);
+  if (options_.stop_requested && options_.stop_requested->load()) stats[2] = 1.0;
+  dp.allreduce_sum(stats, 3);
   const double loss = stats[0] / K;
   DL_CHECK(std::isfinite(loss), "loss became %s at step %lld: training diverged; lower the learning rate (%g) or check "
            "the data",
@@ -105,7 +106,18 @@ StepStats Trainer::step() {
   s.tokens_per_second = static_cast<double>(per_micro) * K * dp.world_size() / (s.millis / 1e3);
   s.comm = dp.take_comm_time();
   if (stats[1] > 0) options_.steps = step_;  // time limit: this was the last step
+  if (stats[2] > 0) {
+    s.stop_requested = stopped_by_request_ = true;
+    options_.steps = step_;
+  }
   return s;
+}
+
+void Trainer::restore(int64_t step, uint64_t sampler_position) {
+  DL_CHECK(step >= 0 && step <= options_.steps, "cannot resume at step %lld of a %lld-step run", (long long)step,
+           (long long)options_.steps);
+  step_ = step;
+  sampler_->set_position(sampler_position);
 }
 
 double Trainer::evaluate() {

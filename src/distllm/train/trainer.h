@@ -8,6 +8,7 @@
 // every rank, so all ranks stop together.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +38,9 @@ struct TrainOptions {
   // Test hook: called with the step number between the first micro-batch's forward
   // and backward (fault-injection tests kill a rank there).
   std::function<void(int64_t step)> before_backward;
+  // Set (e.g. by a signal handler) to stop after the current step; every rank stops
+  // after the same step once any rank has seen it.
+  const std::atomic<bool>* stop_requested = nullptr;
   void validate() const;
 };
 
@@ -48,6 +52,7 @@ struct StepStats {
   double millis = 0;
   double tokens_per_second = 0;  // the whole job's
   CommTime comm;                 // this rank's communication during the step
+  bool stop_requested = false;   // some rank was asked to stop: this is the last step
 };
 
 class Trainer {
@@ -68,6 +73,11 @@ class Trainer {
            const std::function<void(int64_t step, double val_loss)>& on_eval);
 
   int64_t steps_done() const { return step_; }
+  // Continues a run from a checkpoint: `step` optimizer steps done and the sampler
+  // at `sampler_position` (the engine's state is restored separately).
+  void restore(int64_t step, uint64_t sampler_position);
+  // True when the last step ended early because of a stop request.
+  bool stopped_by_request() const { return stopped_by_request_; }
   BatchSampler& sampler() { return *sampler_; }
   DataParallel& engine() { return *engine_; }
   AdamW& optimizer() { return engine_->optimizer(); }
@@ -84,6 +94,7 @@ class Trainer {
   std::vector<int32_t> tokens_, targets_;  // grad_accum micro-batches
   int64_t step_ = 0;
   double started_ = 0;
+  bool stopped_by_request_ = false;
 
   void init(const TokenDataset& train, const TokenDataset* val);
 };

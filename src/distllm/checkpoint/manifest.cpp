@@ -1,0 +1,210 @@
+#include "distllm/checkpoint/manifest.h"
+
+#include <algorithm>
+#include <set>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/checkpoint/file_hash.h"
+
+namespace distllm::checkpoint {
+
+using nlohmann::json;
+
+int64_t TensorEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string step_dir_name(int64_t step) { return strprintf("step_%08lld", static_cast<long long>(step)); }
+
+int64_t parse_step_dir_name(const std::string& name) {
+  if (name.size() < 6 || name.compare(0, 5, "step_") != 0) return -1;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > (int64_t(1) << 50)) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+std::string rank_file_name(int rank, int world) { return strprintf("rank_%05d-of-%05d.safetensors", rank, world); }
+
+std::string state_key(const std::string& state, const std::string& tensor) { return state + "/" + tensor; }
+
+std::string Manifest::to_json() const {
+  json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["step"] = step;
+  j["world_size"] = world_size;
+  j["strategy"] = strategy;
+  j["mesh"] = mesh;
+  j["model_config"] = model_config;
+  j["training"] = training;
+  j["trainer"] = trainer;
+  j["ranks"] = ranks;
+  j["states"] = states;
+  j["dtype"] = "F32";
+  json ts = json::array();
+  for (const auto& t : tensors) {
+    json sl = json::array();
+    for (const auto& s : t.slices) sl.push_back({{"file", s.file}, {"begin", s.begin}, {"end", s.end}});
+    ts.push_back({{"name", t.name}, {"shape", t.shape}, {"slices", sl}});
+  }
+  j["tensors"] = ts;
+  json fs = json::array();
+  for (const auto& f : files)
+    fs.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"xxh64", hex64(f.xxh64)}});
+  j["files"] = fs;
+  return j.dump(1) + "\n";
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& origin, const std::string& what) {
+  throw_error(strprintf("%s: invalid checkpoint manifest: %s", origin.c_str(), what.c_str()));
+}
+
+const json& need(const json& j, const char* key, const std::string& origin, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) bad(origin, strprintf("%s has no \"%s\"", where.c_str(), key));
+  return *it;
+}
+
+int64_t need_int(const json& j, const char* key, const std::string& origin, const std::string& where, int64_t lo,
+                 int64_t hi) {
+  const json& v = need(j, key, origin, where);
+  if (!v.is_number_integer()) bad(origin, strprintf("%s \"%s\" must be an integer", where.c_str(), key));
+  int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? -1 : v.get<int64_t>();
+  if (x < lo || x > hi)
+    bad(origin, strprintf("%s \"%s\" = %lld is outside [%lld, %lld]", where.c_str(), key, (long long)x, (long long)lo,
+                          (long long)hi));
+  return x;
+}
+
+std::string need_string(const json& j, const char* key, const std::string& origin, const std::string& where) {
+  const json& v = need(j, key, origin, where);
+  if (!v.is_string()) bad(origin, strprintf("%s \"%s\" must be a string", where.c_str(), key));
+  return v.get<std::string>();
+}
+
+bool plain_name(const std::string& s) {
+  return !s.empty() && s.size() < 256 && s.find('/') == std::string::npos && s != "." && s != ".." &&
+         s.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+Manifest Manifest::parse(std::string_view text, const std::string& origin) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) bad(origin, "not valid JSON (truncated?)");
+  if (!j.is_object()) bad(origin, "not a JSON object");
+  if (need_string(j, "format", origin, "the manifest") != kFormat)
+    bad(origin, strprintf("\"format\" is not \"%s\"", kFormat));
+  const int64_t version = need_int(j, "version", origin, "the manifest", 1, 1000000);
+  if (version != kVersion)
+    bad(origin, strprintf("format version %lld is not supported (this build reads version %d)", (long long)version,
+                          kVersion));
+  Manifest m;
+  m.step = need_int(j, "step", origin, "the manifest", 0, int64_t(1) << 50);
+  m.world_size = static_cast<int>(need_int(j, "world_size", origin, "the manifest", 1, 1 << 20));
+  m.strategy = need_string(j, "strategy", origin, "the manifest");
+  for (const char* key : {"mesh", "model_config", "training", "trainer"}) {
+    const json& v = need(j, key, origin, "the manifest");
+    if (!v.is_object()) bad(origin, strprintf("\"%s\" must be an object", key));
+  }
+  m.mesh = j["mesh"];
+  m.model_config = j["model_config"];
+  m.training = j["training"];
+  m.trainer = j["trainer"];
+  const json& ranks = need(j, "ranks", origin, "the manifest");
+  if (!ranks.is_array()) bad(origin, "\"ranks\" must be an array");
+  m.ranks = ranks;
+  if (need_string(j, "dtype", origin, "the manifest") != "F32") bad(origin, "\"dtype\" must be \"F32\"");
+  const json& states = need(j, "states", origin, "the manifest");
+  if (!states.is_array() || states.empty()) bad(origin, "\"states\" must be a non-empty array");
+  for (const auto& s : states) {
+    if (!s.is_string() || !plain_name(s.get<std::string>())) bad(origin, "\"states\" must hold plain names");
+    m.states.push_back(s.get<std::string>());
+  }
+
+  const json& files = need(j, "files", origin, "the manifest");
+  if (!files.is_array() || files.empty()) bad(origin, "\"files\" must be a non-empty array");
+  std::set<std::string> file_names;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const json& f = files[i];
+    std::string where = strprintf("files[%zu]", i);
+    if (!f.is_object()) bad(origin, where + " must be an object");
+    FileEntry e;
+    e.name = need_string(f, "name", origin, where);
+    if (!plain_name(e.name)) bad(origin, where + " \"name\" must be a plain file name");
+    if (!file_names.insert(e.name).second) bad(origin, "file " + e.name + " is listed twice");
+    e.rank = static_cast<int>(need_int(f, "rank", origin, where, 0, 1 << 20));
+    e.bytes = static_cast<uint64_t>(need_int(f, "bytes", origin, where, 8, int64_t(1) << 50));
+    if (!parse_hex64(need_string(f, "xxh64", origin, where), &e.xxh64))
+      bad(origin, where + " \"xxh64\" must be 16 lowercase hex digits");
+    m.files.push_back(e);
+  }
+
+  const json& tensors = need(j, "tensors", origin, "the manifest");
+  if (!tensors.is_array() || tensors.empty()) bad(origin, "\"tensors\" must be a non-empty array");
+  std::set<std::string> names;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const json& t = tensors[i];
+    std::string where = strprintf("tensors[%zu]", i);
+    if (!t.is_object()) bad(origin, where + " must be an object");
+    TensorEntry e;
+    e.name = need_string(t, "name", origin, where);
+    if (e.name.empty() || !names.insert(e.name).second) bad(origin, where + " has an empty or repeated name");
+    where = "tensor " + e.name;
+    const json& shape = need(t, "shape", origin, where);
+    if (!shape.is_array() || shape.size() > 8) bad(origin, where + " \"shape\" must be an array of at most 8 sizes");
+    int64_t numel = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t(1) << 40))
+        bad(origin, where + " has an invalid dimension");
+      e.shape.push_back(d.get<int64_t>());
+      numel = numel * d.get<int64_t>();
+      if (numel > (int64_t(1) << 42)) bad(origin, where + " is impossibly large");
+    }
+    const json& slices = need(t, "slices", origin, where);
+    if (!slices.is_array()) bad(origin, where + " \"slices\" must be an array");
+    int64_t at = 0;
+    for (size_t k = 0; k < slices.size(); ++k) {
+      std::string sw = strprintf("%s slices[%zu]", where.c_str(), k);
+      if (!slices[k].is_object()) bad(origin, sw + " must be an object");
+      Slice s;
+      s.file = need_string(slices[k], "file", origin, sw);
+      if (!file_names.count(s.file)) bad(origin, sw + " names a file that is not in \"files\": " + s.file);
+      s.begin = need_int(slices[k], "begin", origin, sw, 0, numel);
+      s.end = need_int(slices[k], "end", origin, sw, 0, numel);
+      if (s.begin != at || s.end <= s.begin)
+        bad(origin, strprintf("%s covers [%lld, %lld) but the next element is %lld (slices must tile the tensor in "
+                              "order, without gaps or overlaps)",
+                              sw.c_str(), (long long)s.begin, (long long)s.end, (long long)at));
+      at = s.end;
+      e.slices.push_back(std::move(s));
+    }
+    if (at != numel)
+      bad(origin, strprintf("%s: its slices cover %lld of its %lld elements", where.c_str(), (long long)at,
+                            (long long)numel));
+    m.tensors.push_back(std::move(e));
+  }
+  return m;
+}
+
+const TensorEntry* Manifest::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const FileEntry* Manifest::file(const std::string& name) const {
+  for (const auto& f : files)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+}  // namespace distllm::checkpoint

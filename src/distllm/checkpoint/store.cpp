@@ -1,0 +1,243 @@
+#include "distllm/checkpoint/store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "distllm/base/strings.h"
+#include "distllm/io/file_util.h"
+
+namespace distllm::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Every rank's text (allgather of lengths, then allgatherv). A null group is one
+// process on its own.
+std::vector<std::string> allgather_text(comm::ProcessGroup* gp, const std::string& mine) {
+  if (gp == nullptr) return {mine};
+  comm::ProcessGroup& g = *gp;
+  const size_t n = static_cast<size_t>(g.size());
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(n);
+  g.allgather(&len, lens.data(), 1, comm::DType::kI64);
+  std::vector<size_t> counts(n);
+  size_t total = 0;
+  for (size_t r = 0; r < n; ++r) total += counts[r] = static_cast<size_t>(lens[r]);
+  std::string all(total, '\0');
+  g.allgatherv(mine.data(), all.data(), counts, comm::DType::kU8);
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (size_t r = 0; r < n; ++r) {
+    out.push_back(all.substr(at, counts[r]));
+    at += counts[r];
+  }
+  return out;
+}
+
+// Rank 0's text on every rank.
+std::string broadcast_text(comm::ProcessGroup* gp, const std::string& text) {
+  if (gp == nullptr) return text;
+  comm::ProcessGroup& g = *gp;
+  int64_t len = static_cast<int64_t>(text.size());
+  g.broadcast(&len, 1, comm::DType::kI64, 0);
+  std::string out = g.rank() == 0 ? text : std::string(static_cast<size_t>(len), '\0');
+  if (len > 0) g.broadcast(out.data(), static_cast<size_t>(len), comm::DType::kU8, 0);
+  return out;
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::string describe(const std::exception& e) { return e.what(); }
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, comm::ProcessGroupPtr group, Retention retention)
+    : dir_(std::move(dir)), group_(std::move(group)), retention_(retention) {
+  DL_CHECK(!dir_.empty(), "checkpoint directory must not be empty");
+  DL_CHECK(retention_.keep_last >= 1, "--keep-last must be at least 1, got %d", retention_.keep_last);
+  DL_CHECK(retention_.keep_every >= 0, "--keep-every must be >= 0");
+}
+
+std::vector<std::string> CheckpointStore::list() const {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    int64_t s = parse_step_dir_name(name);
+    if (s >= 0 && e.is_directory()) steps.emplace_back(s, e.path().string());
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  std::vector<std::string> out;
+  for (auto& s : steps) out.push_back(s.second);
+  return out;
+}
+
+std::string CheckpointStore::save(const SaveRequest& request, const std::vector<ParamSpan>& layout,
+                                  const ShardData& shard) {
+  comm::ProcessGroup* g = group_.get();
+  const int rank = g ? g->rank() : 0, n = g ? g->size() : 1;
+  const std::string name = step_dir_name(request.step);
+  const std::string partial = join_path(dir_, ".partial-" + name);
+  const std::string final_dir = join_path(dir_, name);
+  // 1. Rank 0 prepares a clean partial directory (removing leftovers of crashed saves).
+  std::string error;
+  if (rank == 0) {
+    try {
+      make_directories(dir_);
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir_, ec))
+        if (e.path().filename().string().rfind(".partial-", 0) == 0) fs::remove_all(e.path(), ec);
+      make_directories(partial);
+    } catch (const std::exception& e) {
+      error = describe(e);
+    }
+  }
+  error = broadcast_text(g, error);
+  if (!error.empty()) throw SaveError(strprintf("checkpoint %s not saved: %s", name.c_str(), error.c_str()));
+
+  // 2. Every rank writes its file.
+  std::string report;
+  try {
+    WrittenFile w = write_shard_file(join_path(partial, rank_file_name(rank, n)), rank, layout, shard);
+    json slices = json::array();
+    for (const auto& [t, s] : w.slices) slices.push_back({t, s.begin, s.end});
+    report = json({{"ok", true},
+                   {"file", {{"name", w.file.name}, {"rank", rank}, {"bytes", w.file.bytes}, {"xxh64", w.file.xxh64}}},
+                   {"slices", slices},
+                   {"state", request.rank_state}})
+                 .dump();
+  } catch (const std::exception& e) {
+    report = json({{"ok", false}, {"error", strprintf("rank %d: %s", rank, e.what())}}).dump();
+  }
+  std::vector<std::string> reports = allgather_text(g, report);
+  if (const char* k = std::getenv("DISTLLM_TEST_KILL_DURING_SAVE"))
+    if (rank == 0 && std::atoll(k) == request.step) std::raise(SIGKILL);
+
+  // 3. Rank 0 publishes (or cleans up), and tells everyone.
+  if (rank == 0) {
+    try {
+      Manifest m = request.header;
+      m.step = request.step;
+      m.world_size = n;
+      m.ranks = json::array();
+      std::map<std::string, std::vector<Slice>> slices;
+      for (const std::string& text : reports) {
+        json r = json::parse(text);
+        if (!r["ok"].get<bool>()) throw Error(r["error"].get<std::string>());
+        FileEntry f;
+        f.name = r["file"]["name"];
+        f.rank = r["file"]["rank"];
+        f.bytes = r["file"]["bytes"];
+        f.xxh64 = r["file"]["xxh64"];
+        m.files.push_back(f);
+        for (const auto& s : r["slices"]) slices[s[0]].push_back(Slice{f.name, s[1], s[2]});
+        m.ranks.push_back(r["state"]);
+      }
+      for (const ParamSpan& t : layout) {
+        TensorEntry e;
+        e.name = t.name;
+        e.shape = t.shape;
+        e.slices = slices[t.name];
+        std::sort(e.slices.begin(), e.slices.end(), [](const Slice& a, const Slice& b) { return a.begin < b.begin; });
+        m.tensors.push_back(std::move(e));
+      }
+      write_file_atomic(join_path(partial, kManifestName), m.to_json());
+      Manifest::parse(read_file(join_path(partial, kManifestName)), partial);  // what we wrote must read back
+      fsync_dir(partial);
+      std::error_code ec;
+      if (fs::exists(final_dir)) {
+        // Re-saving a step (after a resume): the old copy goes only once the new one is complete.
+        const std::string old = join_path(dir_, ".partial-replaced-" + name);
+        fs::rename(final_dir, old, ec);
+        if (ec) throw Error(strprintf("%s: cannot move aside: %s", final_dir.c_str(), ec.message().c_str()));
+      }
+      fs::rename(partial, final_dir, ec);
+      if (ec) throw Error(strprintf("%s: rename failed: %s", final_dir.c_str(), ec.message().c_str()));
+      fsync_dir(dir_);
+      write_file_atomic(join_path(dir_, "latest"), name + "\n");
+      apply_retention(request.step);
+    } catch (const std::exception& e) {
+      error = describe(e);
+      std::error_code ec;
+      fs::remove_all(partial, ec);
+    }
+  }
+  error = broadcast_text(g, error);
+  if (!error.empty()) throw SaveError(strprintf("checkpoint %s not saved: %s", name.c_str(), error.c_str()));
+  return final_dir;
+}
+
+void CheckpointStore::apply_retention(int64_t newest) const {
+  std::vector<std::string> all = list();
+  int kept = 0;
+  std::error_code ec;
+  for (const std::string& d : all) {
+    const int64_t step = parse_step_dir_name(fs::path(d).filename().string());
+    const bool recent = kept < retention_.keep_last;
+    const bool history = retention_.keep_every > 0 && step % retention_.keep_every == 0;
+    if (recent || history || step == newest) {
+      kept += recent ? 1 : 0;
+      continue;
+    }
+    fs::remove_all(d, ec);
+  }
+  for (const auto& e : fs::directory_iterator(dir_, ec))
+    if (e.path().filename().string().rfind(".partial-replaced-", 0) == 0) fs::remove_all(e.path(), ec);
+}
+
+std::string CheckpointStore::verify(const std::string& step_dir) {
+  comm::ProcessGroup* g = group_.get();
+  const int rank = g ? g->rank() : 0, n = g ? g->size() : 1;
+  std::string why;
+  try {
+    CheckpointReader r = CheckpointReader::open(step_dir);
+    std::vector<std::string> mine;
+    for (size_t i = 0; i < r.manifest().files.size(); ++i)
+      if (static_cast<int>(i % static_cast<size_t>(n)) == rank) mine.push_back(r.manifest().files[i].name);
+    if (!mine.empty()) r.verify_checksums(mine);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  // The first rank's complaint, if any, decides for everyone.
+  std::vector<std::string> all = allgather_text(g, why);
+  for (const std::string& w : all)
+    if (!w.empty()) return w;
+  return "";
+}
+
+std::optional<std::string> CheckpointStore::find_resume(const std::string& spec) {
+  if (spec != "auto") {
+    std::string dir = is_directory(spec) ? spec : join_path(dir_, spec);
+    std::string why = verify(dir);
+    DL_CHECK(why.empty(), "cannot resume from %s: %s", dir.c_str(), why.c_str());
+    return dir;
+  }
+  // Rank 0 lists; everyone checks the same candidates in the same order.
+  json listed = json::array();
+  const bool lead = !group_ || group_->rank() == 0;
+  if (lead)
+    for (const std::string& d : list()) listed.push_back(d);
+  std::vector<std::string> candidates = json::parse(broadcast_text(group_.get(), listed.dump()));
+  for (const std::string& d : candidates) {
+    std::string why = verify(d);
+    if (why.empty()) return d;
+    if (lead) std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", d.c_str(), why.c_str());
+  }
+  return std::nullopt;
+}
+
+}  // namespace distllm::checkpoint

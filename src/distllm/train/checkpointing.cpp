@@ -1,0 +1,130 @@
+#include "distllm/train/checkpointing.h"
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
+
+namespace distllm {
+
+using nlohmann::json;
+
+TrainCheckpointer::TrainCheckpointer(DataParallel& dp, CheckpointOptions options, json training_flags)
+    : dp_(dp), options_(std::move(options)), training_(std::move(training_flags)) {
+  DL_CHECK(options_.every >= 0, "--checkpoint-every must be >= 0");
+  DL_CHECK(options_.resume != "auto" || !options_.dir.empty(), "--resume auto needs --checkpoint-dir");
+  // Saves may run on a background thread: their collectives get a communicator of
+  // their own so they never interleave with training's.
+  if (dp_.world() && dp_.world()->size() > 1) {
+    comm::GroupOptions o = dp_.world()->options();
+    o.name = "checkpoint";
+    group_ = dp_.world()->split(0, dp_.world()->rank(), o);
+  }
+  const std::string dir = options_.dir.empty() ? std::string(".") : options_.dir;
+  store_ = std::make_unique<checkpoint::CheckpointStore>(dir, group_, options_.retention);
+  saver_ = std::make_unique<checkpoint::AsyncSaver>(*store_);
+}
+
+TrainCheckpointer::~TrainCheckpointer() {
+  if (saver_) saver_->wait();
+}
+
+checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const {
+  checkpoint::SaveRequest r;
+  r.step = trainer.steps_done();
+  checkpoint::Manifest& m = r.header;
+  m.strategy = strategy_name(dp_.parallel().strategy);
+  m.mesh = dp_.mesh_json();
+  m.model_config = dp_.config().to_hf_json();
+  m.training = training_;
+  const TrainOptions& o = trainer.options();
+  m.trainer = {{"step", trainer.steps_done()},
+               {"optimizer_steps", dp_.optimizer().steps_taken()},
+               {"sampler_position", const_cast<Trainer&>(trainer).sampler().position()},
+               {"seed", o.seed},
+               {"global_batch", o.batch * dp_.world_size()},
+               {"seq", o.seq_len},
+               {"grad_accum", o.grad_accum},
+               {"lr_schedule",
+                {{"kind", o.schedule.kind},
+                 {"max_lr", o.schedule.max_lr},
+                 {"min_lr", o.schedule.min_lr},
+                 {"warmup_steps", o.schedule.warmup_steps},
+                 {"total_steps", o.schedule.total_steps},
+                 {"next_lr", o.schedule.at(trainer.steps_done())}}}};
+  m.states = {"param", "exp_avg", "exp_avg_sq"};
+  // Randomness is counter-based: a rank's generator state is (seed, stream, position).
+  r.rank_state = {{"rank", dp_.rank()},
+                  {"sampler", {{"seed", o.seed}, {"position", const_cast<Trainer&>(trainer).sampler().position()}}}};
+  return r;
+}
+
+std::string TrainCheckpointer::describe(const checkpoint::SaveResult& r) {
+  if (r.step < 0) return "";
+  if (!r.error.empty())
+    return strprintf("checkpoint FAILED at step %lld (training goes on; the previous checkpoint is kept): %s",
+                     (long long)r.step, r.error.c_str());
+  return strprintf("checkpoint saved: %s (copy %.1f ms, write %.2f s)", r.dir.c_str(), r.copy_s * 1e3, r.write_s);
+}
+
+int64_t TrainCheckpointer::resume(Trainer& trainer) {
+  if (options_.resume.empty()) return -1;
+  std::optional<std::string> dir = store_->find_resume(options_.resume);
+  if (!dir) return -1;
+  checkpoint::CheckpointReader reader = checkpoint::CheckpointReader::open(*dir);
+  reader.check_compatible(dp_.config().to_hf_json(), dp_.param_spans());
+  const json& t = reader.manifest().trainer;
+  DL_CHECK(t.contains("step") && t["step"].is_number_integer() && t.contains("optimizer_steps") &&
+               t.contains("sampler_position") && t["sampler_position"].is_number_integer(),
+           "%s: the manifest's \"trainer\" lacks step, optimizer_steps or sampler_position", dir->c_str());
+  const int64_t step = t["step"].get<int64_t>();
+  // The sampler's position counts this rank's batches; the data is the same global
+  // batch sequence for any world size whose global batch matches.
+  const int64_t global_batch = trainer.options().batch * dp_.world_size();
+  if (t.contains("global_batch") && t["global_batch"].get<int64_t>() != global_batch && dp_.rank() == 0)
+    std::fprintf(stderr,
+                 "warning: %s was written with a global batch of %lld sequences, this run uses %lld: the data "
+                 "order continues from the same position but batches differ\n",
+                 dir->c_str(), (long long)t["global_batch"].get<int64_t>(), (long long)global_batch);
+  dp_.load_checkpoint(reader, t["optimizer_steps"].get<int64_t>());
+  trainer.restore(step, t["sampler_position"].get<uint64_t>());
+  last_saved_ = step;
+  return step;
+}
+
+std::string TrainCheckpointer::after_step(Trainer& trainer, bool force) {
+  if (!enabled()) return "";
+  std::string log = describe(saver_->poll());
+  const int64_t step = trainer.steps_done();
+  const bool due = force || (options_.every > 0 && step % options_.every == 0);
+  if (!due || step == last_saved_) return log;
+  last_saved_ = step;
+  checkpoint::SaveRequest req = request(trainer);
+  checkpoint::ShardData shard = dp_.checkpoint_shard();
+  const std::vector<checkpoint::ParamSpan> spans = dp_.param_spans();
+  if (options_.async && !force) {
+    Timer stall;
+    saver_->save(req, spans, shard);
+    last_stall_s_ = stall.seconds();
+    std::string started = strprintf("checkpoint step %lld: saving in the background (stall %.1f ms)", (long long)step,
+                                    last_stall_s_ * 1e3);
+    return log.empty() ? started : log + "\n" + started;
+  }
+  std::string previous = describe(saver_->wait());
+  Timer t;
+  checkpoint::SaveResult r;
+  r.step = step;
+  try {
+    r.dir = store_->save(req, spans, shard);
+  } catch (const checkpoint::SaveError& e) {
+    r.error = e.what();
+  }
+  r.write_s = last_stall_s_ = t.seconds();
+  std::string now = describe(r);
+  if (!log.empty()) now = log + "\n" + now;
+  if (!previous.empty()) now = previous + "\n" + now;
+  return now;
+}
+
+std::string TrainCheckpointer::finish() { return describe(saver_->wait()); }
+
+}  // namespace distllm

@@ -1,0 +1,204 @@
+// Shared by the multi-rank training tests: tiny models, data, the single-process
+// reference, and a distributed run of any strategy on any group.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "distllm/base/parallel.h"
+#include "distllm/base/rng.h"
+#include "distllm/base/strings.h"
+#include "distllm/comm/world.h"
+#include "distllm/train/data_parallel.h"
+#include "distllm/train/trainer.h"
+
+namespace distllm::train_test {
+
+inline constexpr double kLossRel = 1e-5;
+inline constexpr double kParamRel = 1e-5;
+inline constexpr int kSteps = 20;
+inline constexpr int kBatch = 2;  // per rank
+inline constexpr int kSeq = 16;
+
+inline ModelConfig tiny(ModelFamily family) {
+  ModelConfig c;
+  c.family = family;
+  c.vocab_size = 61;  // odd sizes: no buffer divides evenly among 2, 3 or 4 ranks
+  c.max_position = 32;
+  if (family == ModelFamily::kGpt2) {
+    c.n_layer = 3, c.n_head = 2, c.n_embd = 20;
+  } else {
+    c.n_layer = 2, c.n_head = 3, c.n_kv_head = 1, c.n_embd = 24, c.intermediate_size = 40;  // GQA 3:1
+    c.tie_embeddings = false;
+  }
+  c.normalize();
+  return c;
+}
+
+inline const TokenDataset& dataset() {
+  static TokenDataset d = [] {
+    std::vector<uint32_t> t(20000);
+    CounterRng rng(99);
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] = i % 7 == 0 ? static_cast<uint32_t>(rng.below(61)) : static_cast<uint32_t>((i * 5 + i / 3) % 61);
+    return TokenDataset::from_tokens(std::move(t), 61, "pattern");
+  }();
+  return d;
+}
+
+struct Result {
+  std::vector<double> losses;
+  std::vector<double> norms;
+  std::vector<float> params;
+};
+
+// Threads per rank for the tests.
+class ThreadsPerRank : public testing::Environment {
+ public:
+  // One thread: these models are tiny, and threads would only add synchronisation.
+  void SetUp() override { set_num_threads(1); }
+};
+inline testing::Environment* const kThreads = testing::AddGlobalTestEnvironment(new ThreadsPerRank);
+
+struct Job {
+  ModelFamily family = ModelFamily::kGpt2;
+  int grad_accum = 1;
+  double clip = 1.0;
+  int steps = kSteps;
+  ActivationCheckpointing checkpointing;
+  uint64_t seed = 11;
+  ModelConfig model;  // empty: tiny(family)
+  double lr = 1e-2;
+  ModelConfig config() const { return model.n_layer > 0 && model.head_dim > 0 ? model : tiny(family); }
+};
+
+inline TrainOptions options(const Job& s, int batch) {
+  TrainOptions o;
+  o.batch = batch;
+  o.seq_len = kSeq;
+  o.grad_accum = s.grad_accum;
+  o.steps = s.steps;
+  o.schedule.max_lr = s.lr;
+  o.schedule.min_lr = s.lr / 10;
+  o.schedule.warmup_steps = 2;
+  o.adamw.grad_clip = s.clip;
+  o.seed = s.seed;
+  o.checkpointing = s.checkpointing;
+  return o;
+}
+
+// One process, the whole global batch.
+inline Result reference(const Job& s, int world) {
+  static std::map<std::tuple<int, int, double, int, int>, Result> cache;
+  auto key = std::make_tuple(static_cast<int>(s.family), s.grad_accum, s.clip, world, s.steps);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  Transformer model(tiny(s.family));
+  model.init_weights(s.seed);
+  Trainer t(model, dataset(), nullptr, options(s, kBatch * world));
+  Result r;
+  for (int i = 0; i < s.steps; ++i) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+  }
+  r.params.assign(model.params(), model.params() + model.size());
+  cache[key] = r;
+  return r;
+}
+
+inline Result distributed(const Job& s, const ParallelConfig& pc, const comm::ProcessGroupPtr& group) {
+  TrainOptions o = options(s, kBatch);
+  DataParallel dp(s.config(), pc, o.adamw, group);
+  dp.init_weights(s.seed);
+  dp.sync_parameters();
+  Trainer t(dp, dataset(), nullptr, o);
+  Result r;
+  for (int i = 0; i < s.steps; ++i) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+    if (pc.shards_params()) {
+      EXPECT_EQ(dp.gathered_live_bytes(), 0) << "gathered groups must be freed after a step";
+    }
+  }
+  r.params.resize(static_cast<size_t>(dp.layout().total_size()));
+  dp.gather_full(r.params.data());
+  return r;
+}
+
+inline void expect_close(const Result& ref, const Result& got, const std::string& what, double loss_rel = kLossRel,
+                  double param_rel = kParamRel) {
+  ASSERT_EQ(ref.losses.size(), got.losses.size()) << what;
+  double worst_loss = 0;
+  for (size_t i = 0; i < ref.losses.size(); ++i)
+    worst_loss = std::max(worst_loss, std::fabs(ref.losses[i] - got.losses[i]) / std::fabs(ref.losses[i]));
+  EXPECT_LE(worst_loss, loss_rel) << what << ": losses differ from the single-process run";
+  ASSERT_EQ(ref.params.size(), got.params.size()) << what;
+  // Parameters: the relative L2 error of the whole buffer, leaving out gpt2's key
+  // bias. Softmax cancels that bias exactly, so its true gradient is zero and what
+  // backward computes is rounding noise, which AdamW's normalisation turns into
+  // lr-sized steps of random sign under any two summation orders (PyTorch's too).
+  std::vector<bool> skip(ref.params.size());
+  ParamLayout layout(tiny(ModelFamily::kGpt2));
+  if (static_cast<int64_t>(ref.params.size()) == layout.total_size()) {
+    const int64_t C = tiny(ModelFamily::kGpt2).n_embd;
+    for (const auto& t : layout.tensors())
+      if (t.name.find("attn.c_attn.bias") != std::string::npos)
+        for (int64_t k = C; k < 2 * C; ++k) skip[static_cast<size_t>(t.offset + k)] = true;
+  }
+  double diff2 = 0, ref2 = 0;
+  for (size_t i = 0; i < ref.params.size(); ++i) {
+    if (skip[i]) continue;
+    double d = static_cast<double>(ref.params[i]) - got.params[i];
+    diff2 += d * d;
+    ref2 += static_cast<double>(ref.params[i]) * ref.params[i];
+  }
+  const double rel = std::sqrt(diff2 / ref2);
+  EXPECT_LE(rel, param_rel) << what << ": final parameters differ from the single-process run";
+  if (std::getenv("DISTLLM_TEST_VERBOSE") && comm::world()->rank() == 0)
+    std::fprintf(stderr, "%s: loss rel %.2e, param rel %.2e\n", what.c_str(), worst_loss, rel);
+}
+
+inline ParallelConfig config(Strategy s) {
+  ParallelConfig pc;
+  pc.strategy = s;
+  // Small buckets, so even these tiny models reduce in several buckets.
+  pc.bucket_mb = 0.004;
+  pc.first_bucket_mb = 0.002;
+  return pc;
+}
+
+// HSDP needs hosts: a world of fake hosts of 2 ranks each (the comm layer's test
+// option), so shard groups use shared memory and replicas cross "hosts".
+inline comm::ProcessGroupPtr fake_hosts_world() {
+  static comm::ProcessGroupPtr g = [] {
+    auto w = comm::world();
+    std::vector<int> all(static_cast<size_t>(w->size()));
+    for (int r = 0; r < w->size(); ++r) all[static_cast<size_t>(r)] = r;
+    comm::GroupOptions o = w->options();
+    o.name = "fake-hosts";
+    o.test_only_ranks_per_host = 2;
+    return comm::new_group(all, o);
+  }();
+  return g;
+}
+
+inline const Strategy kStrategies[] = {Strategy::kDdp, Strategy::kZero1, Strategy::kZero2, Strategy::kZero3,
+                                Strategy::kHsdp};
+
+inline comm::ProcessGroupPtr group_for(Strategy s) { return s == Strategy::kHsdp ? fake_hosts_world() : comm::world(); }
+
+inline std::string name(const Job& s, Strategy st, int n) {
+  return strprintf("%s %s np%d accum %d clip %g", s.family == ModelFamily::kGpt2 ? "gpt2" : "llama",
+                   strategy_name(st), n, s.grad_accum, s.clip);
+}
+
+
+}  // namespace distllm::train_test
