@@ -165,9 +165,10 @@ Manifest Manifest::parse(std::string_view text, const std::string& origin) {
     for (const auto& d : shape) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t(1) << 40))
         bad(origin, where + " has an invalid dimension");
-      e.shape.push_back(d.get<int64_t>());
-      numel = numel * d.get<int64_t>();
-      if (numel > (int64_t(1) << 42)) bad(origin, where + " is impossibly large");
+      const int64_t dim = d.get<int64_t>();
+      e.shape.push_back(dim);
+      if (dim > 0 && numel > (int64_t(1) << 42) / dim) bad(origin, where + " is impossibly large (over 2^42 elements)");
+      numel *= dim;
     }
     const json& slices = need(t, "slices", origin, where);
     if (!slices.is_array()) bad(origin, where + " \"slices\" must be an array");

@@ -1,0 +1,266 @@
+// Checkpoint files and directories on one process: round trips, resharded reads,
+// retention and `latest`, and refusing damaged checkpoints with a clear message
+// (falling back to the previous good one under --resume auto).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "distllm/base/error.h"
+#include "distllm/checkpoint/async_saver.h"
+#include "distllm/checkpoint/store.h"
+#include "distllm/io/file_util.h"
+
+namespace distllm::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/distllm_ckpt_unit_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Three tensors laid out with a padding gap, like ParamLayout's groups.
+std::vector<ParamSpan> layout() {
+  return {{"a.weight", {4, 5}, 0, 20}, {"a.bias", {5}, 20, 5}, {"b.weight", {3, 3}, 32, 9}};
+}
+constexpr int64_t kTotal = 48;
+
+std::vector<float> values(float base) {
+  std::vector<float> v(kTotal, 0.0f);
+  for (const auto& t : layout())
+    for (int64_t i = 0; i < t.numel; ++i) v[static_cast<size_t>(t.offset + i)] = base + static_cast<float>(t.offset + i);
+  return v;
+}
+
+SaveRequest request(int64_t step) {
+  SaveRequest r;
+  r.step = step;
+  r.header.strategy = "none";
+  r.header.model_config = {{"model_type", "gpt2"}, {"n_layer", 2}};
+  r.header.trainer = {{"step", step}};
+  r.header.states = {"param", "exp_avg"};
+  return r;
+}
+
+// Saves the whole buffer as one rank would.
+std::string save(CheckpointStore& store, int64_t step, const std::vector<float>& p, const std::vector<float>& m) {
+  ShardData d;
+  d.begin = 0, d.end = kTotal;
+  d.states = {{"param", p.data()}, {"exp_avg", m.data()}};
+  return store.save(request(step), layout(), d);
+}
+
+std::string slurp(const std::string& path) { return read_file(path); }
+
+TEST(CheckpointStore, SavesAtomicallyAndReadsBackAnyRange) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{});
+  std::vector<float> p = values(1000), m = values(-5);
+  std::string dir = save(store, 7, p, m);
+  EXPECT_EQ(dir, t.path() + "/step_00000007");
+  EXPECT_EQ(slurp(t.path() + "/latest"), "step_00000007\n");
+  EXPECT_FALSE(fs::exists(t.path() + "/.partial-step_00000007"));
+  CheckpointReader r = CheckpointReader::open(dir);
+  EXPECT_EQ(r.manifest().step, 7);
+  r.verify_checksums();
+  // Any range, crossing tensors and the padding gap (which reads as zero).
+  std::vector<float> got(30);
+  r.read("param", layout(), 13, 43, got.data());
+  for (int64_t i = 13; i < 43; ++i) EXPECT_EQ(got[static_cast<size_t>(i - 13)], p[static_cast<size_t>(i)]) << i;
+  std::vector<float> moments(kTotal);
+  r.read("exp_avg", layout(), 0, kTotal, moments.data());
+  EXPECT_EQ(moments, m);
+  EXPECT_THROW(r.read("exp_avg_sq", layout(), 0, 4, got.data()), Error);
+}
+
+TEST(CheckpointStore, ShardsFromSeveralWritersReassemble) {
+  // Two "ranks" writing halves into one directory, then one reader of the whole.
+  TempDir t;
+  std::vector<float> p = values(3);
+  WrittenFile a = write_shard_file(t.path() + "/rank_00000-of-00002.safetensors", 0, layout(),
+                                   ShardData{0, 16, {{"param", p.data()}}});
+  WrittenFile b = write_shard_file(t.path() + "/rank_00001-of-00002.safetensors", 1, layout(),
+                                   ShardData{16, kTotal, {{"param", p.data() + 16}}});
+  Manifest m = request(1).header;
+  m.step = 1;
+  m.world_size = 2;
+  m.states = {"param"};
+  m.files = {a.file, b.file};
+  for (const auto& s : layout()) {
+    TensorEntry e{s.name, s.shape, {}};
+    for (const WrittenFile* w : {&a, &b})
+      for (const auto& [name, slice] : w->slices)
+        if (name == s.name) e.slices.push_back(slice);
+    m.tensors.push_back(e);
+  }
+  write_file_atomic(t.path() + "/manifest.json", m.to_json());
+  CheckpointReader r = CheckpointReader::open(t.path());
+  r.verify_checksums();
+  std::vector<float> got(kTotal);
+  r.read("param", layout(), 0, kTotal, got.data());
+  EXPECT_EQ(got, p);
+  EXPECT_EQ(r.manifest().find("a.weight")->slices.size(), 2u) << "a.weight is split between the two files";
+}
+
+TEST(CheckpointStore, RetentionKeepsTheLastKAndEveryMth) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{2, 4});
+  std::vector<float> p = values(0), m = values(0);
+  for (int64_t step = 1; step <= 9; ++step) save(store, step, p, m);
+  std::vector<std::string> names;
+  for (const auto& d : store.list()) names.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"step_00000009", "step_00000008", "step_00000004"}));
+  EXPECT_EQ(slurp(t.path() + "/latest"), "step_00000009\n");
+}
+
+TEST(CheckpointStore, DamagedCheckpointsAreRefusedAndAutoFallsBack) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{5, 0});
+  std::vector<float> p = values(0), m = values(1);
+  save(store, 2, p, m);
+  std::string newest = save(store, 4, p, m);
+  const std::string file = newest + "/rank_00000-of-00001.safetensors";
+
+  // A flipped byte in the data: caught by the checksum, naming the file.
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    char c;
+    f.seekg(-3, std::ios::end);
+    f.get(c);
+    f.seekp(-3, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  try {
+    store.find_resume(newest);
+    FAIL() << "a corrupt checkpoint was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file + ": checksum mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store.find_resume("auto").value(), t.path() + "/step_00000002");
+
+  // A truncated manifest: refused as such.
+  std::string manifest = slurp(newest + "/manifest.json");
+  write_file_atomic(newest + "/manifest.json", manifest.substr(0, manifest.size() / 2));
+  try {
+    CheckpointReader::open(newest);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON (truncated?)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store.find_resume("auto").value(), t.path() + "/step_00000002");
+
+  // A missing shard file.
+  fs::remove(t.path() + "/step_00000002/rank_00000-of-00001.safetensors");
+  try {
+    CheckpointReader::open(t.path() + "/step_00000002");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank_00000-of-00001.safetensors: missing"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(store.find_resume("auto").has_value()) << "no good checkpoint is left";
+}
+
+TEST(CheckpointStore, AnotherModelIsRefusedNamingTheField) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{});
+  std::vector<float> p = values(0), m = values(0);
+  CheckpointReader r = CheckpointReader::open(save(store, 1, p, m));
+  r.check_compatible({{"model_type", "gpt2"}, {"n_layer", 2}}, layout());
+  try {
+    r.check_compatible({{"model_type", "gpt2"}, {"n_layer", 3}}, layout());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n_layer is 2 in the checkpoint but 3 here"), std::string::npos) << e.what();
+  }
+  std::vector<ParamSpan> other = layout();
+  other[2].shape = {9};
+  EXPECT_THROW(r.check_compatible({{"model_type", "gpt2"}, {"n_layer", 2}}, other), Error);
+}
+
+TEST(CheckpointStore, LeftoversOfACrashedSaveAreIgnoredThenRemoved) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{});
+  std::vector<float> p = values(0), m = values(0);
+  save(store, 1, p, m);
+  // A save that died half-way: a partial directory with a file and no manifest.
+  make_directories(t.path() + "/.partial-step_00000002");
+  write_file_atomic(t.path() + "/.partial-step_00000002/rank_00000-of-00001.safetensors", "junk");
+  EXPECT_EQ(store.find_resume("auto").value(), t.path() + "/step_00000001");
+  save(store, 3, p, m);
+  EXPECT_FALSE(fs::exists(t.path() + "/.partial-step_00000002"));
+}
+
+TEST(CheckpointStore, AsyncSaveCopiesThenWritesInTheBackground) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{});
+  AsyncSaver saver(store);
+  std::vector<float> p = values(5), m = values(6);
+  ShardData d{0, kTotal, {{"param", p.data()}, {"exp_avg", m.data()}}};
+  saver.save(request(1), layout(), d);
+  // The live state may change as soon as save() returns: the copy is what is written.
+  std::vector<float> original = p;
+  std::fill(p.begin(), p.end(), -1.0f);
+  SaveResult r = saver.wait();
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  std::vector<float> got(kTotal);
+  CheckpointReader::open(r.dir).read("param", layout(), 0, kTotal, got.data());
+  EXPECT_EQ(got, original);
+}
+
+
+// The fuzz seeds of the manifest parser double as a regression corpus with the exact
+// error each must produce (a seed without an expectation fails).
+TEST(CheckpointManifest, MalformedCorpusGetsClearErrors) {
+  const std::map<std::string, std::string> expected = {
+      {"ok.json", ""},
+      {"truncated.json", "not valid JSON (truncated?)"},
+      {"future_version.json", "format version 2 is not supported"},
+      {"gap.json", "slices must tile the tensor in order, without gaps or overlaps"},
+      {"overlap.json", "covers [3, 6) but the next element is 4"},
+      {"short.json", "tensor b.bias: its slices cover 2 of its 3 elements"},
+      {"escape.json", "\"name\" must be a plain file name"},
+      {"unknown_file.json", "names a file that is not in \"files\": rank_00009-of-00002.safetensors"},
+      {"bad_checksum_text.json", "\"xxh64\" must be 16 lowercase hex digits"},
+      {"huge_shape.json", "is impossibly large (over 2^42 elements)"},
+      {"duplicate_tensor.json", "has an empty or repeated name"},
+      {"no_trainer.json", "the manifest has no \"trainer\""},
+      {"negative_step.json", "\"step\" = -1 is outside"},
+      {"wrong_format.json", "\"format\" is not \"distllm-checkpoint\""},
+  };
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(DISTLLM_SOURCE_DIR "/fuzz/corpus/fuzz_checkpoint_manifest")) {
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    auto it = expected.find(name);
+    ASSERT_NE(it, expected.end()) << "seed has no expected outcome; add it to this test";
+    ++seen;
+    std::string error;
+    try {
+      Manifest::parse(read_file(entry.path().string()), name);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (it->second.empty())
+      EXPECT_EQ(error, "");
+    else
+      EXPECT_NE(error.find(it->second), std::string::npos) << "error was: " << error;
+  }
+  EXPECT_EQ(seen, static_cast<int>(expected.size()));
+}
+
+}  // namespace
+}  // namespace distllm::checkpoint
