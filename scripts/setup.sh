@@ -10,7 +10,8 @@ APT_PACKAGES=(
   build-essential g++ cmake ninja-build pkg-config
   libopenblas-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libcpp-httplib-dev
+  nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev
+  slurmctld slurmd slurm-client munge iproute2 util-linux
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev
   python3 python3-numpy python3-torch python3-jinja2
