@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
+#include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
 #include "distllm/model/hf_checkpoint.h"
@@ -202,6 +203,89 @@ TEST(ModelConfig, InvalidValuesNameTheField) {
   c.vocab_size = -3;
   EXPECT_EQ(err(c), "vocab_size must be positive, got -3");
   EXPECT_THROW(ModelConfig::preset("gpt5"), Error);
+}
+
+// Hostile or mistyped sizes are refused by their config.json key before anything
+// is allocated: the bound, then the machine's memory, then the weights present.
+TEST_F(HfDir, AbsurdConfigSizesAreRefusedBeforeAllocating) {
+  for (ModelFamily f : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+    Transformer m(small_config(f));
+    save_hf_model(m, dir_);
+    std::string cfg_path = join_path(dir_, "config.json");
+    const std::string cfg_text = read_file(cfg_path);
+    const bool gpt2 = f == ModelFamily::kGpt2;
+    auto with = [&](const char* key, nlohmann::json value) {
+      auto j = nlohmann::json::parse(cfg_text);
+      j[key] = value;
+      write_file_atomic(cfg_path, j.dump());
+      MemoryStats::reset_peak();
+      const int64_t before = MemoryStats::current();
+      std::string e = error_of([&] { load_hf_model(dir_); });
+      // Nothing close to the model's size was allocated on the way to the error.
+      EXPECT_LT(MemoryStats::peak() - before, int64_t(64) << 20) << key;
+      return e;
+    };
+    const char* layers = gpt2 ? "n_layer" : "num_hidden_layers";
+    const char* positions = gpt2 ? "n_positions" : "max_position_embeddings";
+    const char* width = gpt2 ? "n_embd" : "hidden_size";
+    EXPECT_EQ(with(layers, 1000000000),
+              cfg_path + ": '" + layers + "' = 1000000000 is larger than the supported maximum 1024");
+    EXPECT_EQ(with(positions, 1 << 30),
+              cfg_path + ": '" + positions + "' = 1073741824 is larger than the supported maximum 2097152");
+    EXPECT_EQ(with("vocab_size", 1e12), cfg_path + ": 'vocab_size' must be an integer");
+    EXPECT_EQ(with("vocab_size", 99999999999999ll),
+              cfg_path + ": 'vocab_size' = 99999999999999 is larger than the supported maximum 4194304");
+    EXPECT_EQ(with(width, 18446744073709551615ull),
+              cfg_path + ": '" + width + "' = 18446744073709551615 is larger than the supported maximum 65536");
+    EXPECT_EQ(with(width, -4), cfg_path + ": '" + width + "' must be positive, got -4");
+    // Within the bounds but more than this machine holds: named by the largest part.
+    std::string e = with(layers, 1024), w;
+    {
+      auto j = nlohmann::json::parse(cfg_text);
+      j[layers] = 1024;
+      j[width] = 65536;
+      j[gpt2 ? "n_head" : "num_attention_heads"] = 512;
+      if (!gpt2) j["num_key_value_heads"] = 512, j["head_dim"] = 128;
+      write_file_atomic(cfg_path, j.dump());
+      w = error_of([&] { load_hf_model(dir_); });
+    }
+    EXPECT_NE(w.find("for its parameters and position tables alone (n_layer = 1024 with n_embd = 65536"),
+              std::string::npos)
+        << w;
+    EXPECT_NE(w.find("GB of memory this process may use"), std::string::npos) << w;
+    // Fits in memory but promises more than the files hold: found from the headers.
+    EXPECT_NE(e.find("missing tensor"), std::string::npos) << e;
+    EXPECT_NE(e.find("describes 1024 layers"), std::string::npos) << e;
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+}
+
+TEST(ModelConfig, ParameterCountMatchesTheLayoutAndBoundsHold) {
+  for (const auto& name : ModelConfig::preset_names()) {
+    ModelConfig c = ModelConfig::preset(name);
+    for (bool tie : {true, false}) {
+      if (c.is_gpt2() && !tie) continue;
+      c.tie_embeddings = tie;
+      ParamLayout layout(c);
+      int64_t numel = 0;
+      for (const auto& t : layout.tensors()) numel += t.numel;
+      EXPECT_EQ(c.num_parameters(), numel) << name << " tie " << tie;
+    }
+  }
+  // Presets and flags go through the same bounds as config.json.
+  ModelConfig c = ModelConfig::preset("llama-tiny");
+  c.n_embd = 1 << 30;  // 4 * n_embd would overflow int if it were computed first
+  c.intermediate_size = 0;
+  c.head_dim = 0;
+  EXPECT_EQ(error_of([&] { c.normalize(); }), "n_embd = 1073741824 is larger than the supported maximum 65536");
+  c = ModelConfig::preset("llama-tiny");
+  c.n_kv_head = 2000;
+  EXPECT_EQ(error_of([&] { c.validate(); }), "n_kv_head = 2000 is larger than the supported maximum 1024");
+  c = ModelConfig::preset("llama-tiny");
+  c.n_layer = 1000, c.n_embd = 16384, c.head_dim = 128, c.n_head = 128, c.n_kv_head = 128,
+  c.intermediate_size = 65536;
+  EXPECT_NE(error_of([&] { Transformer m(c); }).find("model config: the model needs"), std::string::npos);
 }
 
 TEST(ParamLayout, MatchesHuggingFaceGpt2And124MCount) {

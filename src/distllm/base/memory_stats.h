@@ -33,4 +33,9 @@ class MemoryStats {
 // Peak resident set size of this process (VmHWM), bytes; 0 if unknown.
 int64_t peak_rss_bytes();
 
+// Memory this process may use at most: physical RAM, or the cgroup's limit when it
+// is lower (containers, Slurm's cgroup plugin). Allocations larger than this are
+// refused up front rather than left to the OOM killer.
+int64_t usable_memory_bytes();
+
 }  // namespace distllm

@@ -1,9 +1,9 @@
 #include "distllm/model/config.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
-#include "distllm/model/param_layout.h"
 
 namespace distllm {
 
@@ -18,7 +18,29 @@ int llama_default_intermediate(int n_embd) {
 
 }  // namespace
 
+namespace {
+
+// Range checks that must run before any derived size is computed (4 * n_embd, the
+// Llama MLP default) so that no arithmetic on a hostile value can overflow.
+void check_field_ranges(const ModelConfig& c) {
+  auto in_range = [](const char* field, int value, int max) {
+    DL_CHECK(value > 0, "%s must be positive, got %d", field, value);
+    DL_CHECK(value <= max, "%s = %d is larger than the supported maximum %d", field, value, max);
+  };
+  in_range("vocab_size", c.vocab_size, ModelConfig::kMaxVocab);
+  in_range("n_layer", c.n_layer, ModelConfig::kMaxLayers);
+  in_range("n_head", c.n_head, ModelConfig::kMaxHeads);
+  in_range("n_embd", c.n_embd, ModelConfig::kMaxWidth);
+  in_range("max_position", c.max_position, ModelConfig::kMaxPositions);
+  if (c.n_kv_head != 0) in_range("n_kv_head", c.n_kv_head, ModelConfig::kMaxHeads);
+  if (c.head_dim != 0) in_range("head_dim", c.head_dim, ModelConfig::kMaxHeadDim);
+  if (c.intermediate_size != 0) in_range("intermediate_size", c.intermediate_size, ModelConfig::kMaxIntermediate);
+}
+
+}  // namespace
+
 void ModelConfig::normalize() {
+  check_field_ranges(*this);
   if (family == ModelFamily::kGpt2) n_kv_head = n_head;
   if (head_dim == 0 && n_head > 0) {
     // Without an explicit head_dim the heads split the width evenly (as Hugging Face).
@@ -31,12 +53,8 @@ void ModelConfig::normalize() {
 }
 
 void ModelConfig::validate() const {
-  DL_CHECK(vocab_size > 0, "vocab_size must be positive, got %d", vocab_size);
-  DL_CHECK(n_layer > 0, "n_layer must be positive, got %d", n_layer);
-  DL_CHECK(n_head > 0, "n_head must be positive, got %d", n_head);
+  check_field_ranges(*this);
   DL_CHECK(n_kv_head > 0, "n_kv_head must be positive, got %d", n_kv_head);
-  DL_CHECK(n_embd > 0, "n_embd must be positive, got %d", n_embd);
-  DL_CHECK(max_position > 0, "max_position must be positive, got %d", max_position);
   DL_CHECK(intermediate_size > 0, "intermediate_size must be positive, got %d", intermediate_size);
   DL_CHECK(head_dim > 0, "head_dim must be positive, got %d", head_dim);
   DL_CHECK(norm_eps > 0.0f, "norm_eps must be positive, got %g", norm_eps);
@@ -49,9 +67,9 @@ void ModelConfig::validate() const {
     DL_CHECK(head_dim % 2 == 0, "head_dim (%d) must be even for rotary embeddings", head_dim);
     DL_CHECK(rope_theta > 0.0, "rope_theta must be positive, got %g", rope_theta);
   }
-  // Every buffer is indexed with int64, but row widths are int: keep them sane.
-  DL_CHECK(static_cast<int64_t>(qkv_dim()) < (int64_t(1) << 30), "model is too wide");
-  DL_CHECK(vocab_size < (1 << 30), "vocab_size %d is too large", vocab_size);
+  // Row widths are int: the field bounds keep (n_head + 2 n_kv_head) * head_dim
+  // below 2^24, but say so where it is relied on.
+  static_assert(int64_t(3) * kMaxHeads * kMaxHeadDim < (int64_t(1) << 30));
 }
 
 ModelConfig ModelConfig::preset(const std::string& name) {
@@ -93,18 +111,24 @@ const nlohmann::json& require(const nlohmann::json& j, const char* key, const st
   return *it;
 }
 
-int get_int(const nlohmann::json& j, const char* key, const std::string& origin) {
+// A positive integer no larger than `max` (the field's bound in ModelConfig), named
+// by its config.json key when it is not.
+int get_int(const nlohmann::json& j, const char* key, int max, const std::string& origin) {
   const auto& v = require(j, key, origin);
   DL_CHECK(v.is_number_integer(), "%s: '%s' must be an integer", origin.c_str(), key);
+  DL_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(max), "%s: '%s' = %s is larger than the "
+           "supported maximum %d", origin.c_str(), key, v.dump().c_str(), max);
   int64_t x = v.get<int64_t>();
-  DL_CHECK(x > 0 && x < (int64_t(1) << 31), "%s: '%s' = %lld is out of range", origin.c_str(), key, (long long)x);
+  DL_CHECK(x > 0, "%s: '%s' must be positive, got %lld", origin.c_str(), key, (long long)x);
+  DL_CHECK(x <= max, "%s: '%s' = %lld is larger than the supported maximum %d", origin.c_str(), key, (long long)x,
+           max);
   return static_cast<int>(x);
 }
 
-int get_int_or(const nlohmann::json& j, const char* key, int fallback, const std::string& origin) {
+int get_int_or(const nlohmann::json& j, const char* key, int fallback, int max, const std::string& origin) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  return get_int(j, key, origin);
+  return get_int(j, key, max, origin);
 }
 
 double get_number_or(const nlohmann::json& j, const char* key, double fallback, const std::string& origin) {
@@ -131,12 +155,12 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
   ModelConfig c;
   if (model_type == "gpt2") {
     c.family = ModelFamily::kGpt2;
-    c.vocab_size = get_int(j, "vocab_size", origin);
-    c.n_embd = get_int(j, "n_embd", origin);
-    c.n_layer = get_int(j, "n_layer", origin);
-    c.n_head = get_int(j, "n_head", origin);
-    c.max_position = get_int(j, "n_positions", origin);
-    c.intermediate_size = get_int_or(j, "n_inner", 0, origin);
+    c.vocab_size = get_int(j, "vocab_size", kMaxVocab, origin);
+    c.n_embd = get_int(j, "n_embd", kMaxWidth, origin);
+    c.n_layer = get_int(j, "n_layer", kMaxLayers, origin);
+    c.n_head = get_int(j, "n_head", kMaxHeads, origin);
+    c.max_position = get_int(j, "n_positions", kMaxPositions, origin);
+    c.intermediate_size = get_int_or(j, "n_inner", 0, kMaxIntermediate, origin);
     c.norm_eps = static_cast<float>(get_number_or(j, "layer_norm_epsilon", 1e-5, origin));
     std::string act = j.value("activation_function", std::string("gelu_new"));
     DL_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
@@ -149,14 +173,14 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, const std::string
     c.tie_embeddings = true;
   } else if (model_type == "llama") {
     c.family = ModelFamily::kLlama;
-    c.vocab_size = get_int(j, "vocab_size", origin);
-    c.n_embd = get_int(j, "hidden_size", origin);
-    c.n_layer = get_int(j, "num_hidden_layers", origin);
-    c.n_head = get_int(j, "num_attention_heads", origin);
-    c.n_kv_head = get_int_or(j, "num_key_value_heads", c.n_head, origin);
-    c.intermediate_size = get_int(j, "intermediate_size", origin);
-    c.head_dim = get_int_or(j, "head_dim", 0, origin);
-    c.max_position = get_int_or(j, "max_position_embeddings", 2048, origin);
+    c.vocab_size = get_int(j, "vocab_size", kMaxVocab, origin);
+    c.n_embd = get_int(j, "hidden_size", kMaxWidth, origin);
+    c.n_layer = get_int(j, "num_hidden_layers", kMaxLayers, origin);
+    c.n_head = get_int(j, "num_attention_heads", kMaxHeads, origin);
+    c.n_kv_head = get_int_or(j, "num_key_value_heads", c.n_head, kMaxHeads, origin);
+    c.intermediate_size = get_int(j, "intermediate_size", kMaxIntermediate, origin);
+    c.head_dim = get_int_or(j, "head_dim", 0, kMaxHeadDim, origin);
+    c.max_position = get_int_or(j, "max_position_embeddings", 2048, kMaxPositions, origin);
     c.norm_eps = static_cast<float>(get_number_or(j, "rms_norm_eps", 1e-6, origin));
     c.rope_theta = get_number_or(j, "rope_theta", 10000.0, origin);
     c.tie_embeddings = get_bool_or(j, "tie_word_embeddings", false, origin);
@@ -218,11 +242,63 @@ nlohmann::json ModelConfig::to_hf_json() const {
   return j;
 }
 
+namespace {
+
+// Where a model's parameters are: the parts a field scales. int64 cannot overflow
+// within the field bounds (at most about 2^48 parameters).
+struct ParameterParts {
+  int64_t embeddings = 0;  // token embedding (+ untied output projection)
+  int64_t positions = 0;   // gpt2's learned positions
+  int64_t per_layer = 0;
+  int64_t head = 0;        // final norm
+  int64_t rope_floats = 0; // Llama's cos/sin tables for every position (not parameters)
+};
+
+ParameterParts parameter_parts(const ModelConfig& c) {
+  const int64_t V = c.vocab_size, C = c.n_embd, I = c.intermediate_size;
+  const int64_t A = c.attn_dim(), KVD = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
+  ParameterParts p;
+  if (c.is_gpt2()) {
+    p.embeddings = V * C;
+    p.positions = static_cast<int64_t>(c.max_position) * C;
+    p.per_layer = 4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * I + I) + (I * C + C);
+    p.head = 2 * C;
+  } else {
+    p.embeddings = V * C * (c.tie_embeddings ? 1 : 2);
+    p.per_layer = 2 * C + A * C + 2 * KVD * C + C * A + 3 * I * C;
+    p.head = C;
+    p.rope_floats = static_cast<int64_t>(c.max_position) * c.head_dim;
+  }
+  return p;
+}
+
+}  // namespace
+
 int64_t ModelConfig::num_parameters() const {
-  ParamLayout layout(*this);
-  int64_t n = 0;
-  for (const auto& t : layout.tensors()) n += t.numel;
-  return n;
+  ParameterParts p = parameter_parts(*this);
+  return p.embeddings + p.positions + p.per_layer * n_layer + p.head;
+}
+
+void ModelConfig::check_fits(int64_t usable_bytes, const std::string& what) const {
+  ParameterParts p = parameter_parts(*this);
+  const int64_t bytes = (num_parameters() + p.rope_floats) * static_cast<int64_t>(sizeof(float));
+  if (bytes <= usable_bytes) return;
+  // Name the field behind the largest part, so the message points at the typo.
+  std::string culprit;
+  int64_t layers = p.per_layer * n_layer;
+  int64_t positions = std::max(p.positions, p.rope_floats);
+  if (layers >= p.embeddings && layers >= positions) {
+    culprit = strprintf("n_layer = %d with n_embd = %d, intermediate_size = %d", n_layer, n_embd, intermediate_size);
+  } else if (p.embeddings >= positions) {
+    culprit = strprintf("vocab_size = %d with n_embd = %d", vocab_size, n_embd);
+  } else {
+    culprit = is_gpt2() ? strprintf("n_positions = %d with n_embd = %d", max_position, n_embd)
+                        : strprintf("max_position_embeddings = %d with head_dim = %d", max_position, head_dim);
+  }
+  throw_error(strprintf("%s: the model needs %.1f GB for its parameters and position tables alone (%s), more than "
+                        "the %.1f GB of "
+                        "memory this process may use",
+                        what.c_str(), bytes / 1e9, culprit.c_str(), usable_bytes / 1e9));
 }
 
 std::string ModelConfig::describe() const {

@@ -51,6 +51,22 @@ struct ModelConfig {
 
   int64_t num_parameters() const;  // unique parameters (tied embeddings counted once)
   std::string describe() const;
+
+  // Refuses (distllm::Error) a model whose f32 parameters need more than
+  // `usable_bytes`, naming the field that makes it large. Computed from the config
+  // alone, so it runs before anything is allocated.
+  void check_fits(int64_t usable_bytes, const std::string& what) const;
+
+  // Upper bounds on each field: far above any released model of these families,
+  // low enough that every derived size fits the int row widths and int64 byte
+  // counts without overflow. A config.json beyond them is refused by name.
+  static constexpr int kMaxLayers = 1024;
+  static constexpr int kMaxHeads = 1024;
+  static constexpr int kMaxWidth = 1 << 16;         // n_embd
+  static constexpr int kMaxHeadDim = 4096;
+  static constexpr int kMaxIntermediate = 1 << 20;
+  static constexpr int kMaxVocab = 1 << 22;
+  static constexpr int kMaxPositions = 1 << 21;
 };
 
 }  // namespace distllm

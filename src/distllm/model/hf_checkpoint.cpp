@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "distllm/base/error.h"
+#include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
 
@@ -51,8 +53,10 @@ ModelConfig load_hf_config(const std::string& dir) {
 
 std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
   ModelConfig cfg = load_hf_config(dir);
-  auto model = std::make_unique<Transformer>(cfg);
-  const ParamLayout& layout = model->layout();
+  std::string config_path = join_path(dir, "config.json");
+  // Refuse a config the machine cannot hold before laying anything out.
+  cfg.check_fits(usable_memory_bytes(), config_path);
+  const ParamLayout layout(cfg);
 
   // Which files to read: the index's weight_map, or the single model.safetensors.
   std::vector<std::string> files;
@@ -71,10 +75,20 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
     files.push_back("model.safetensors");
   }
 
-  std::vector<bool> loaded(layout.tensors().size(), false);
+  // First pass, headers only: every tensor the config describes must be present
+  // with its shape before the parameters are allocated, so a config that promises
+  // more than the files hold fails here, not after gigabytes of zeros.
+  struct Source {
+    const SafetensorsFile* file;
+    const TensorInfo* info;
+  };
+  std::vector<SafetensorsFile> opened;
+  opened.reserve(files.size());
+  std::vector<std::optional<Source>> source(layout.tensors().size());
   for (const auto& f : files) {
     std::string path = join_path(dir, f);
-    SafetensorsFile st = SafetensorsFile::open(path);
+    opened.push_back(SafetensorsFile::open(path));
+    const SafetensorsFile& st = opened.back();
     for (const TensorInfo& info : st.tensors()) {
       std::string name = canonical_name(info.name, cfg);
       auto idx = layout.find(name);
@@ -89,22 +103,27 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
                  path.c_str(), info.name.c_str(), index_path.c_str());
       }
       const ParamTensor& t = layout.tensors()[*idx];
-      DL_CHECK(info.shape == t.shape, "%s: tensor '%s' has shape %s, expected %s", path.c_str(), info.name.c_str(),
-               nlohmann::json(info.shape).dump().c_str(), nlohmann::json(t.shape).dump().c_str());
+      DL_CHECK(info.shape == t.shape, "%s: tensor '%s' has shape %s, expected %s (from %s)", path.c_str(),
+               info.name.c_str(), nlohmann::json(info.shape).dump().c_str(), nlohmann::json(t.shape).dump().c_str(),
+               config_path.c_str());
       DL_CHECK(dtype_is_float(info.dtype), "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
                path.c_str(), info.name.c_str(), std::string(dtype_name(info.dtype)).c_str());
-      DL_CHECK(!loaded[*idx], "%s: tensor '%s' appears more than once", path.c_str(), info.name.c_str());
-      st.read_f32(info, model->params() + t.offset);
-      loaded[*idx] = true;
+      DL_CHECK(!source[*idx], "%s: tensor '%s' appears more than once", path.c_str(), info.name.c_str());
+      source[*idx] = Source{&st, &info};
     }
   }
-  for (size_t i = 0; i < loaded.size(); ++i)
-    DL_CHECK(loaded[i], "%s: missing tensor '%s'", dir.c_str(), layout.tensors()[i].name.c_str());
+  for (size_t i = 0; i < source.size(); ++i)
+    DL_CHECK(source[i].has_value(), "%s: missing tensor '%s' (%s describes %d layers, %lld parameters)", dir.c_str(),
+             layout.tensors()[i].name.c_str(), config_path.c_str(), cfg.n_layer, (long long)cfg.num_parameters());
   for (const auto& [name, file] : expected_file) {
     std::string canon = canonical_name(name, cfg);
     DL_CHECK(layout.find(canon) || ignorable_tensor(canon, cfg), "%s: index names unknown tensor '%s'",
              index_path.c_str(), name.c_str());
   }
+
+  auto model = std::make_unique<Transformer>(cfg);
+  for (size_t i = 0; i < source.size(); ++i)
+    source[i]->file->read_f32(*source[i]->info, model->params() + layout.tensors()[i].offset);
   return model;
 }
 

@@ -3,14 +3,26 @@
 #include <algorithm>
 #include <cmath>
 
+#include "distllm/base/memory_stats.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
 
 namespace distllm {
 
-Transformer::Transformer(const ModelConfig& config) : config_(config), layout_(config) {
-  config_.validate();
+namespace {
+
+// Validates before the layout is built and the parameters allocated: a bad config
+// must fail with its field named, not with bad_alloc or the OOM killer.
+const ModelConfig& checked(const ModelConfig& config) {
+  config.validate();
+  config.check_fits(usable_memory_bytes(), "model config");
+  return config;
+}
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& config) : config_(checked(config)), layout_(config_) {
   params_.resize(static_cast<size_t>(layout_.total_size()));
 }
 
