@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "distllm/base/strings.h"
+#include "distllm/comm/text_collectives.h"
 #include "distllm/io/file_util.h"
 
 namespace distllm::checkpoint {
@@ -19,47 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-// Every rank's text (allgather of lengths, then allgatherv). A null group is one
-// process on its own.
-std::vector<std::string> allgather_text(comm::ProcessGroup* gp, const std::string& mine) {
-  if (gp == nullptr) return {mine};
-  comm::ProcessGroup& g = *gp;
-  const size_t n = static_cast<size_t>(g.size());
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(n);
-  g.allgather(&len, lens.data(), 1, comm::DType::kI64);
-  std::vector<size_t> counts(n);
-  size_t total = 0;
-  for (size_t r = 0; r < n; ++r) total += counts[r] = static_cast<size_t>(lens[r]);
-  std::string all(total, '\0');
-  g.allgatherv(mine.data(), all.data(), counts, comm::DType::kU8);
-  std::vector<std::string> out;
-  size_t at = 0;
-  for (size_t r = 0; r < n; ++r) {
-    out.push_back(all.substr(at, counts[r]));
-    at += counts[r];
-  }
-  return out;
-}
-
-// Rank 0's text on every rank.
-std::string broadcast_text(comm::ProcessGroup* gp, const std::string& text) {
-  if (gp == nullptr) return text;
-  comm::ProcessGroup& g = *gp;
-  int64_t len = static_cast<int64_t>(text.size());
-  g.broadcast(&len, 1, comm::DType::kI64, 0);
-  std::string out = g.rank() == 0 ? text : std::string(static_cast<size_t>(len), '\0');
-  if (len > 0) g.broadcast(out.data(), static_cast<size_t>(len), comm::DType::kU8, 0);
-  return out;
-}
-
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
+using comm::allgather_text;
+using comm::broadcast_text;
 
 std::string describe(const std::exception& e) { return e.what(); }
 
@@ -157,7 +119,7 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
       }
       write_file_atomic(join_path(partial, kManifestName), m.to_json());
       Manifest::parse(read_file(join_path(partial, kManifestName)), partial);  // what we wrote must read back
-      fsync_dir(partial);
+      fsync_directory(partial);
       std::error_code ec;
       if (fs::exists(final_dir)) {
         // Re-saving a step (after a resume): the old copy goes only once the new one is complete.
@@ -167,7 +129,7 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
       }
       fs::rename(partial, final_dir, ec);
       if (ec) throw Error(strprintf("%s: rename failed: %s", final_dir.c_str(), ec.message().c_str()));
-      fsync_dir(dir_);
+      fsync_directory(dir_);
       write_file_atomic(join_path(dir_, "latest"), name + "\n");
       apply_retention(request.step);
     } catch (const std::exception& e) {

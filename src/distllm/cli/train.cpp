@@ -17,9 +17,11 @@
 #include "distllm/cli/model_flags.h"
 #include "distllm/cli/train_report.h"
 #include "distllm/comm/errors.h"
+#include "distllm/comm/text_collectives.h"
 #include "distllm/comm/world.h"
 #include "distllm/io/file_util.h"
 #include "distllm/model/hf_checkpoint.h"
+#include "distllm/model/model_dir.h"
 #include "distllm/plan/plan.h"
 #include "distllm/tokenizer/tokenizer.h"
 #include "distllm/train/checkpointing.h"
@@ -233,7 +235,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   ck.retention.keep_every = args.get_int("keep-every", 0, "also keep every checkpoint whose step is a multiple of M");
   ck.async = parse_bool("checkpoint-async", args.get_string("checkpoint-async", "true",
                                                             "write checkpoints in the background (true|false)"));
-  auto out = args.get_optional("out", "save the trained model here (Hugging Face layout)");
+  auto out = args.get_optional("out", "save the trained model here (Hugging Face layout): a new or empty folder, "
+                                      "or a model directory distllm wrote");
+  const bool overwrite = args.get_flag("overwrite", "let --out name a non-empty folder that is not a model directory "
+                                                    "(only model files in it are replaced)");
   int64_t log_every = args.get_int("log-every", 1, "print one line every N steps");
   std::string progress = args.get_string("progress", "auto", "auto | on | off: a live progress line on a terminal");
   std::string metrics_file = args.get_string("metrics-file", "", "append one JSON object per step and evaluation");
@@ -294,6 +299,20 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     pc.strategy = parse_strategy(strategy);
   }
   if (world) check_same_on_all_ranks(*world, job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")));
+  if (out) {
+    // Rank 0 writes the model: it checks the folder now, not after the whole run,
+    // and every rank stops with its verdict.
+    std::string problem;
+    if (rank == 0) {
+      try {
+        check_model_output(*out, overwrite, cfg.num_parameters() * int64_t(sizeof(float)) + (int64_t(16) << 20));
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+    }
+    problem = comm::broadcast_text(world.get(), problem);
+    DL_CHECK(problem.empty(), "--out %s", problem.c_str());
+  }
 
   DataParallel dp(cfg, pc, o.adamw, world);
   if (init_from) {
@@ -387,6 +406,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
         if (tok->eos_token_id()) save.eos_token_id = *tok->eos_token_id();
         if (tok->bos_token_id()) save.bos_token_id = *tok->bos_token_id();
       }
+      save.overwrite = overwrite;
       save_hf_model(*model, *out, save);
       std::printf("saved %s%s\n", out->c_str(), tok ? " (with tokenizer.json)" : "");
     }

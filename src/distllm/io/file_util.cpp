@@ -74,10 +74,14 @@ void write_file_atomic_with(const std::string& path, const std::function<void(in
     ::unlink(tmp.c_str());
     throw_error(strprintf("%s: rename failed: %s", path.c_str(), std::strerror(err)));
   }
-  int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  fsync_directory(parent_dir(path));
+}
+
+void fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
   }
 }
 

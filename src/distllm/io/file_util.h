@@ -21,6 +21,9 @@ void write_file_atomic_with(const std::string& path, const std::function<void(in
 // Writes all of [data, data+size) to fd or throws naming `path`.
 void write_all(int fd, const void* data, size_t size, const std::string& path);
 
+// fsync of a directory, so that renames and creations in it are durable.
+void fsync_directory(const std::string& dir);
+
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 void make_directories(const std::string& path);

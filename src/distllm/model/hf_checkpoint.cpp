@@ -11,6 +11,7 @@
 #include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
+#include "distllm/model/model_dir.h"
 
 namespace distllm {
 
@@ -164,12 +165,8 @@ ShardIndex parse_shard_index(const std::string& text, const std::string& origin)
 
 void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options) {
   const ParamLayout& layout = model.layout();
-  fs::path target = fs::absolute(dir).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();
-  make_directories(target.parent_path().string());
-  std::string tmp = target.string() + strprintf(".partial-%d", static_cast<int>(::getpid()));
-  fs::remove_all(tmp);
-  make_directories(tmp);
+  ModelDirWriter out(dir, options.overwrite);
+  const std::string& tmp = out.staging();
 
   // Group tensors into shards in layout order.
   std::vector<std::vector<const ParamTensor*>> shards(1);
@@ -193,32 +190,31 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
     for (const ParamTensor* t : shards[k]) w.add_f32(t->name, t->shape, model.params() + t->offset);
     std::string name = n == 1 ? "model.safetensors" : shard_name(k + 1, n);
     w.write(join_path(tmp, name));
+    out.add_file(name);
     for (const ParamTensor* t : shards[k]) weight_map[t->name] = name;
   }
   if (n > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
     write_file_atomic(join_path(tmp, "model.safetensors.index.json"), index.dump(2));
+    out.add_file("model.safetensors.index.json");
   }
   nlohmann::json config = model.config().to_hf_json();
   if (options.bos_token_id >= 0) config["bos_token_id"] = options.bos_token_id;
   if (options.eos_token_id >= 0) config["eos_token_id"] = options.eos_token_id;
   write_file_atomic(join_path(tmp, "config.json"), config.dump(2));
+  out.add_file("config.json");
   nlohmann::json gen = {{"_from_model_config", true}};
   if (options.bos_token_id >= 0) gen["bos_token_id"] = options.bos_token_id;
   if (options.eos_token_id >= 0) gen["eos_token_id"] = options.eos_token_id;
   write_file_atomic(join_path(tmp, "generation_config.json"), gen.dump(2));
-  for (const auto& [name, content] : options.extra_files) write_file_atomic(join_path(tmp, name), content);
-
-  // Swap into place: the old directory (if any) is moved aside first and removed
-  // only after the new one is visible.
-  std::string old;
-  if (fs::exists(target)) {
-    old = target.string() + strprintf(".old-%d", static_cast<int>(::getpid()));
-    fs::remove_all(old);
-    fs::rename(target, old);
+  out.add_file("generation_config.json");
+  for (const auto& [name, content] : options.extra_files) {
+    DL_CHECK(is_model_file_name(name), "%s: '%s' is not a file a model directory holds", dir.c_str(), name.c_str());
+    write_file_atomic(join_path(tmp, name), content);
+    out.add_file(name);
   }
-  fs::rename(tmp, target);
-  if (!old.empty()) fs::remove_all(old);
+
+  out.commit();
 }
 
 }  // namespace distllm

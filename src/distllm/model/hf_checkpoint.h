@@ -22,10 +22,13 @@ struct SaveOptions {
   std::map<std::string, std::string> metadata;
   int eos_token_id = -1;  // for generation_config.json, when >= 0
   int bos_token_id = -1;
+  // Allow a non-empty folder that is not a model directory; only model files in it
+  // are replaced (model_dir.h).
+  bool overwrite = false;
 };
 
-// Writes the directory so that it appears complete or not at all: everything goes
-// to a sibling temporary directory that is renamed into place at the end.
+// Writes the directory so that it appears complete or not at all (model_dir.h:
+// which folders may receive a model, and the atomic swap).
 void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options = {});
 
 // Reads config.json and the weights (single file or sharded), converting F16/BF16/

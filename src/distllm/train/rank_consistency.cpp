@@ -6,6 +6,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
+#include "distllm/comm/text_collectives.h"
 
 namespace distllm {
 namespace {
@@ -14,26 +15,6 @@ uint64_t hash_text(const std::string& s) {
   uint64_t h = 0xCBF29CE484222325ull ^ s.size();
   for (unsigned char c : s) h = mix64(h ^ c);
   return h;
-}
-
-// Every rank's copy of one rank's text (a two-step all-gather).
-std::vector<std::string> allgather_text(comm::ProcessGroup& group, const std::string& mine) {
-  const size_t n = static_cast<size_t>(group.size());
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(n);
-  group.allgather(&len, lens.data(), 1, comm::DType::kI64);
-  std::vector<size_t> counts(n);
-  size_t total = 0;
-  for (size_t r = 0; r < n; ++r) total += counts[r] = static_cast<size_t>(lens[r]);
-  std::string all(total, '\0');
-  group.allgatherv(mine.data(), all.data(), counts, comm::DType::kU8);
-  std::vector<std::string> out;
-  size_t at = 0;
-  for (size_t r = 0; r < n; ++r) {
-    out.push_back(all.substr(at, counts[r]));
-    at += counts[r];
-  }
-  return out;
 }
 
 }  // namespace
@@ -66,7 +47,7 @@ void check_same_on_all_ranks(comm::ProcessGroup& group, const ConfigFields& fiel
       }
   if (bad == fields.size()) return;
   // Round 3 (only on a difference, decided identically everywhere): the values.
-  std::vector<std::string> values = allgather_text(group, fields[bad].second);
+  std::vector<std::string> values = comm::allgather_text(&group, fields[bad].second);
   throw_error(strprintf("ranks were started with different settings: %s is '%s' on rank %zu but '%s' on rank 0 "
                         "(every rank must run the same command on the same data)",
                         fields[bad].first.c_str(), values[bad_rank].c_str(), bad_rank, values[0].c_str()));
