@@ -1,13 +1,16 @@
 // `distllm train`: train a GPT-2 or Llama model on one process, or on N ranks under
 // `mpirun -np N` / `srun --mpi=pmix` with the data-parallel strategy --strategy names.
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "distllm/base/error.h"
 #include "distllm/base/log.h"
@@ -124,17 +127,27 @@ std::vector<RankFigures> gather_rank_figures(DataParallel& dp, const CommTime& c
   return out;
 }
 
-// Test hook: DISTLLM_TEST_KILL_RANK=r and DISTLLM_TEST_KILL_STEP=s make rank r die
+// Test hooks: DISTLLM_TEST_KILL_RANK=r and DISTLLM_TEST_KILL_STEP=s make rank r die
 // (SIGKILL) in the middle of step s, after its forward pass, while the other ranks
-// are in backward with reductions in flight.
-std::function<void(int64_t)> kill_hook(int rank) {
-  const char* r = std::getenv("DISTLLM_TEST_KILL_RANK");
-  const char* s = std::getenv("DISTLLM_TEST_KILL_STEP");
-  if (!r || !s || std::atoi(r) != rank) return nullptr;
-  const int64_t step = std::atoll(s);
-  return [step](int64_t current) {
-    if (current == step) std::raise(SIGKILL);
-  };
+// are in backward with reductions in flight; DISTLLM_TEST_HANG_RANK/STEP make it
+// stop there without dying (a hung rank). Only in a job's first attempt
+// (DISTLLM_RESTART_COUNT unset or 0), so `distllm launch` can restart it.
+std::function<void(int64_t)> fault_hook(int rank) {
+  const char* restarts = std::getenv("DISTLLM_RESTART_COUNT");
+  if (restarts && std::atoi(restarts) != 0) return nullptr;
+  for (const char* kind : {"KILL", "HANG"}) {
+    const char* r = std::getenv(strprintf("DISTLLM_TEST_%s_RANK", kind).c_str());
+    const char* s = std::getenv(strprintf("DISTLLM_TEST_%s_STEP", kind).c_str());
+    if (!r || !s || std::atoi(r) != rank) continue;
+    const int64_t step = std::atoll(s);
+    const bool hang = kind[0] == 'H';
+    return [step, hang](int64_t current) {
+      if (current != step) return;
+      if (!hang) std::raise(SIGKILL);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    };
+  }
+  return nullptr;
 }
 
 // SIGUSR1 / SIGTERM (Slurm's preemption warning, an orchestrator's stop): finish
@@ -152,8 +165,8 @@ void on_stop_signal(int sig) {
 }
 
 // DISTLLM_HEARTBEAT_DIR (set by `distllm launch`): each rank rewrites
-// <dir>/rank_<r> ("<step> <unix time>") after every step; the launcher calls a
-// rank hung when its file stops changing.
+// <dir>/rank_<r> ("<step> <unix time> <step it started from>") after every step;
+// the launcher calls a rank hung when its file stops changing.
 class Heartbeat {
  public:
   explicit Heartbeat(int rank) {
@@ -161,14 +174,21 @@ class Heartbeat {
   }
   void beat(int64_t step) {
     if (path_.empty()) return;
-    FILE* f = std::fopen(path_.c_str(), "w");
+    if (start_step_ < 0) start_step_ = step;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    // Written whole and renamed, so the launcher never reads half a line.
+    std::string tmp = path_ + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
     if (f == nullptr) return;
-    std::fprintf(f, "%lld %lld\n", (long long)step, (long long)std::time(nullptr));
+    std::fprintf(f, "%lld %.3f %lld\n", (long long)step, now.tv_sec + now.tv_nsec * 1e-9, (long long)start_step_);
     std::fclose(f);
+    std::rename(tmp.c_str(), path_.c_str());
   }
 
  private:
   std::string path_;
+  int64_t start_step_ = -1;
 };
 
 int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
@@ -344,12 +364,18 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   report.run_info(strprintf("%s on %d rank%s (%s)", cfg.describe().c_str(), world_size, world_size == 1 ? "" : "s",
                             strategy_name(pc.strategy)),
                   dp.describe());
-  if (auto hook = kill_hook(rank)) o.before_backward = hook;
+  if (auto hook = fault_hook(rank)) o.before_backward = hook;
   o.stop_requested = &stop_signal();
   Trainer trainer(dp, *train, val.get(), o);
   nlohmann::json flags = nlohmann::json::object();
   for (const auto& [name, value] : job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")))
     flags[name] = value;
+  // Where the tokenizer is, so `distllm convert` can put it into a model directory.
+  if (text) {
+    flags["tokenizer"] = "byte-level";
+  } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
+    flags["tokenizer"] = std::filesystem::absolute(join_path(*data, "tokenizer.json")).string();
+  }
   TrainCheckpointer checkpoints(dp, ck, flags);
   const int64_t resumed = checkpoints.resume(trainer);
   if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
@@ -373,10 +399,21 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   if (checkpoints.enabled() && !trainer.stopped_by_request())
     log_line(checkpoints.after_step(trainer, /*force=*/true));  // the final state
   log_line(checkpoints.finish());
+  // A failed periodic save is reported and training goes on; a failed final save
+  // (end of run, stop signal) fails the run, so no scheduler takes it for done.
+  if (checkpoints.enabled() && checkpoints.last_save_failed()) {
+    if (lead)
+      std::fprintf(stderr, "error: the final checkpoint could not be written; the newest complete one is %s\n",
+                   checkpoints.newest_saved_step() >= 0
+                       ? strprintf("step %lld", (long long)checkpoints.newest_saved_step()).c_str()
+                       : "from before this run (if any)");
+    return 1;
+  }
   if (trainer.stopped_by_request()) {
     if (lead)
       std::printf("stopped by a signal after step %lld%s; resume with --resume auto\n",
-                  (long long)trainer.steps_done(), checkpoints.enabled() ? ", checkpoint saved" : " (no --checkpoint-dir: nothing saved)");
+                  (long long)trainer.steps_done(),
+                  checkpoints.enabled() ? ", checkpoint saved" : " (no --checkpoint-dir: nothing saved)");
     return 0;
   }
 

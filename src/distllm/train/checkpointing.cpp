@@ -60,6 +60,9 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
 
 std::string TrainCheckpointer::describe(const checkpoint::SaveResult& r) {
   if (r.step < 0) return "";
+  // Every save's outcome passes through here: remember the last one.
+  last_save_failed_ = !r.error.empty();
+  if (!last_save_failed_) newest_saved_step_ = r.step;
   if (!r.error.empty())
     return strprintf("checkpoint FAILED at step %lld (training goes on; the previous checkpoint is kept): %s",
                      (long long)r.step, r.error.c_str());

@@ -41,6 +41,10 @@ class TrainCheckpointer {
   std::string finish();
 
   double last_stall_s() const { return last_stall_s_; }
+  // Whether the most recent save that completed failed (disk full, I/O error), and
+  // the step of the newest checkpoint this run published (-1: none).
+  bool last_save_failed() const { return last_save_failed_; }
+  int64_t newest_saved_step() const { return newest_saved_step_; }
 
  private:
   DataParallel& dp_;
@@ -51,9 +55,11 @@ class TrainCheckpointer {
   std::unique_ptr<checkpoint::AsyncSaver> saver_;
   int64_t last_saved_ = -1;
   double last_stall_s_ = 0;
+  bool last_save_failed_ = false;
+  int64_t newest_saved_step_ = -1;
 
   checkpoint::SaveRequest request(const Trainer& trainer) const;
-  static std::string describe(const checkpoint::SaveResult& r);
+  std::string describe(const checkpoint::SaveResult& r);
 };
 
 }  // namespace distllm

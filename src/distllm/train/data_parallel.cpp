@@ -8,6 +8,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
+#include "distllm/train/model_conversion.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/kernels/embedding.h"
 #include "distllm/train/bf16_buffer.h"
@@ -319,11 +320,7 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
-std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  std::vector<checkpoint::ParamSpan> out;
-  for (const auto& t : layout_.tensors()) out.push_back({t.name, t.shape, t.offset, t.numel});
-  return out;
-}
+std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const { return checkpoint_spans(layout_); }
 
 nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
 

@@ -1,0 +1,77 @@
+// `distllm convert`: a training checkpoint into a Hugging Face model directory, or
+// a model directory into a checkpoint `train --resume` continues from.
+#include <cstdio>
+#include <optional>
+
+#include "distllm/base/error.h"
+#include "distllm/checkpoint/manifest.h"
+#include "distllm/cli/command.h"
+#include "distllm/io/file_util.h"
+#include "distllm/tokenizer/tokenizer.h"
+#include "distllm/train/model_conversion.h"
+
+namespace distllm {
+namespace {
+
+// The tokenizer the newest checkpoint's run recorded, if it still exists.
+std::string recorded_tokenizer(const std::string& checkpoint_path) {
+  try {
+    std::string step = checkpoint_path;
+    if (!file_exists(join_path(step, checkpoint::kManifestName))) {
+      std::string latest = read_file(join_path(checkpoint_path, "latest"));
+      step = join_path(checkpoint_path, latest.substr(0, latest.find('\n')));
+    }
+    auto m = checkpoint::Manifest::parse(read_file(join_path(step, checkpoint::kManifestName)), step);
+    std::string t = m.training.value("tokenizer", std::string());
+    return t == "byte-level" || file_exists(t) ? t : "";
+  } catch (const Error&) {
+    return "";  // convert itself reports what is wrong with the checkpoint
+  }
+}
+
+int run_convert(Args& args) {
+  auto checkpoint = args.get_optional("checkpoint", "a checkpoint directory (its newest good step) or one step_N "
+                                                    "directory, to convert into --to-hf");
+  auto to_hf = args.get_optional("to-hf", "write the model directory here (new, empty, or one distllm wrote)");
+  auto tokenizer = args.get_optional("tokenizer", "with --to-hf: a tokenizer.json (or a folder holding one) to "
+                                                  "put into the model directory");
+  const bool overwrite = args.get_flag("overwrite", "with --to-hf: accept a non-empty folder that is not a model "
+                                                    "directory (only model files in it are replaced)");
+  auto hf = args.get_optional("hf", "a Hugging Face model directory to convert into --to-checkpoint");
+  auto to_checkpoint = args.get_optional("to-checkpoint", "write a step-0 checkpoint here (an empty directory)");
+  if (args.help_or_finish()) return 0;
+
+  if (checkpoint) {
+    DL_CHECK(to_hf && !hf && !to_checkpoint, "--checkpoint goes with --to-hf DIR (and not with --hf)");
+    SaveOptions save;
+    save.overwrite = overwrite;
+    // The tokenizer given, or the one the run recorded (byte-level for --text, the
+    // data folder's tokenizer.json), when it is still there.
+    std::string source = tokenizer.value_or(recorded_tokenizer(*checkpoint));
+    if (!source.empty()) {
+      std::optional<Tokenizer> tok;
+      if (source == "byte-level" || source == "byte") {
+        tok = Tokenizer::byte_level();
+      } else {
+        tok = Tokenizer::from_file(is_directory(source) ? join_path(source, "tokenizer.json") : source);
+      }
+      save.extra_files["tokenizer.json"] = tok->to_json();
+      if (tok->eos_token_id()) save.eos_token_id = *tok->eos_token_id();
+      if (tok->bos_token_id()) save.bos_token_id = *tok->bos_token_id();
+    }
+    std::string step = checkpoint_to_hf(*checkpoint, *to_hf, save);
+    std::printf("converted %s -> %s%s\n", step.c_str(), to_hf->c_str(),
+                source.empty() ? " (no tokenizer: pass --tokenizer)" : (" with tokenizer " + source).c_str());
+    return 0;
+  }
+  DL_CHECK(hf && to_checkpoint, "give --checkpoint DIR --to-hf OUT, or --hf DIR --to-checkpoint OUT");
+  DL_CHECK(!to_hf && !tokenizer && !overwrite, "--to-hf, --tokenizer and --overwrite go with --checkpoint");
+  std::string step = hf_to_checkpoint(*hf, *to_checkpoint);
+  std::printf("converted %s -> %s\n", hf->c_str(), step.c_str());
+  return 0;
+}
+
+DISTLLM_REGISTER_COMMAND("convert", "between training checkpoints and Hugging Face model directories", run_convert);
+
+}  // namespace
+}  // namespace distllm
