@@ -109,14 +109,19 @@ TEST(MalformedCorpus, HfConfig) {
       {"llama.json", ""},
       {"bad_heads.json", "n_head (5) must divide n_embd (12) unless head_dim is given"},
       {"missing_vocab.json", "missing required key 'vocab_size'"},
-      {"negative_layers.json", "'n_layer' = -2 is out of range"},
+      {"negative_layers.json", "'n_layer' must be positive, got -2"},
       {"bad_kv_heads.json", "n_kv_head (3) must divide n_head (4)"},
       {"wrong_type.json", "'n_embd' must be an integer"},
       {"unknown_family.json", "model_type 'mamba' is not supported (gpt2 or llama)"},
+      {"huge_layers.json", "'n_layer' = 1000000000 is larger than the supported maximum 1024"},
+      {"huge_positions.json", "for its parameters and position tables alone (max_position_embeddings = 2097152 "
+                              "with head_dim = 4096), more than the 1.1 GB of memory"},
+      {"overflow_width.json", "'hidden_size' = 18446744073709551615 is larger than the supported maximum 65536"},
   };
+  // As the fuzz target: parse, then refuse what does not fit a 1 GiB budget.
   check_corpus("fuzz_hf_config", expected, [](const std::vector<uint8_t>& bytes) {
     nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end());
-    ModelConfig::from_hf_json(j, "config.json");
+    ModelConfig::from_hf_json(j, "config.json").check_fits(int64_t(1) << 30, "config.json");
   });
 }
 
