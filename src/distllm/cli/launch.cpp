@@ -1,6 +1,8 @@
 // `distllm launch -n N [--max-restarts K] [--hang-timeout S] -- distllm train ...`:
 // the job supervisor (see launch/launcher.h).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "distllm/base/error.h"
 #include "distllm/cli/command.h"
@@ -11,7 +13,10 @@ namespace {
 
 int run_launch_command(Args& args) {
   launch::LaunchOptions o;
-  o.ranks = static_cast<int>(args.get_int("n", 1, "ranks to start"));
+  // Inside a Slurm allocation the default is the allocation's task count.
+  const char* slurm_tasks = std::getenv("SLURM_NTASKS");
+  o.ranks = static_cast<int>(args.get_int("n", slurm_tasks ? std::max(1, std::atoi(slurm_tasks)) : 1,
+                                          "ranks to start (default: SLURM_NTASKS inside an allocation, else 1)"));
   o.max_restarts = static_cast<int>(args.get_int("max-restarts", 3, "restart the job this many times at most "
                                                                     "(each from the newest checkpoint)"));
   o.hang_timeout_s = args.get_double("hang-timeout", 300, "seconds a rank may go without finishing a step (or "
@@ -22,6 +27,12 @@ int run_launch_command(Args& args) {
                                                    "srun");
   o.srun_mpi = args.get_string("srun-mpi", "pmix", "the MPI plugin srun uses (--mpi=)");
   o.extra_launcher_args = args.get_list("launcher-arg", "an extra argument for mpirun/srun (repeatable)");
+  const std::string requeue = args.get_string("slurm-requeue", "auto", "after SIGUSR1 made the ranks save and stop, "
+                                                                       "`scontrol requeue` the job: auto (inside a "
+                                                                       "Slurm batch job) | on | off");
+  DL_CHECK(requeue == "auto" || requeue == "on" || requeue == "off",
+           "--slurm-requeue must be auto, on or off, got '%s'", requeue.c_str());
+  o.slurm_requeue = requeue == "on" || (requeue == "auto" && std::getenv("SLURM_JOB_ID") != nullptr);
   const bool dry_run = args.get_flag("dry-run", "print the command of the first attempt and exit");
   o.command = args.rest();
   if (args.help_or_finish()) return 0;

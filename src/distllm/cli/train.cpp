@@ -132,7 +132,13 @@ std::vector<RankFigures> gather_rank_figures(DataParallel& dp, const CommTime& c
 // are in backward with reductions in flight; DISTLLM_TEST_HANG_RANK/STEP make it
 // stop there without dying (a hung rank). Only in a job's first attempt
 // (DISTLLM_RESTART_COUNT unset or 0), so `distllm launch` can restart it.
+// DISTLLM_TEST_STEP_DELAY_MS=m slows every step by m ms (every attempt), so a test
+// can signal a job in the middle of a run of a tiny model.
 std::function<void(int64_t)> fault_hook(int rank) {
+  if (const char* d = std::getenv("DISTLLM_TEST_STEP_DELAY_MS")) {
+    const int ms = std::atoi(d);
+    return [ms](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  }
   const char* restarts = std::getenv("DISTLLM_RESTART_COUNT");
   if (restarts && std::atoi(restarts) != 0) return nullptr;
   for (const char* kind : {"KILL", "HANG"}) {

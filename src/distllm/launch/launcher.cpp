@@ -207,13 +207,44 @@ class LogFollower {
   size_t offset_ = 0;
 };
 
+// Puts this Slurm batch job back in the queue (`scontrol requeue`); Slurm then ends
+// this run of the batch script, and the rerun (SLURM_RESTART_COUNT >= 1) resumes.
+void requeue_slurm_job(LaunchResult& result, const std::function<void(const std::string&)>& echo) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr) {
+    result.reason += "; not requeued: not inside a Slurm job (no SLURM_JOB_ID)";
+    return;
+  }
+  echo(strprintf("launch: requeueing Slurm job %s; its next run resumes from the newest checkpoint", job));
+  pid_t pid = ::fork();
+  DL_CHECK(pid >= 0, "launch: fork failed: %s", std::strerror(errno));
+  if (pid == 0) {
+    ::execlp("scontrol", "scontrol", "requeue", job, static_cast<char*>(nullptr));
+    std::fprintf(stderr, "launch: cannot run scontrol: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    result.reason += strprintf("; Slurm job %s requeued", job);
+  } else {
+    result.exit_code = 1;
+    result.reason += strprintf("; `scontrol requeue %s` failed, the job was NOT requeued", job);
+  }
+}
+
 }  // namespace
 
-std::vector<std::string> attempt_argv(const LaunchOptions& o, int attempt) {
+std::string resolved_launcher(const LaunchOptions& o) {
   std::string which = o.launcher;
   if (which == "auto") which = std::getenv("SLURM_JOB_ID") && program_on_path("srun") ? "srun" : "mpirun";
   DL_CHECK(which == "mpirun" || which == "srun", "launch: --launcher must be auto, mpirun or srun, got '%s'",
            which.c_str());
+  return which;
+}
+
+std::vector<std::string> attempt_argv(const LaunchOptions& o, int attempt) {
+  const std::string which = resolved_launcher(o);
   std::vector<std::string> argv;
   if (which == "srun") {
     argv = {"srun", "--mpi=" + o.srun_mpi, "-n", std::to_string(o.ranks), "--kill-on-bad-exit=1"};
@@ -246,6 +277,7 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
   std::signal(SIGTERM, on_signal);
   std::signal(SIGUSR1, on_signal);
 
+  const bool srun = resolved_launcher(o) == "srun";
   HeartbeatMonitor monitor((fs::path(o.log_dir) / "heartbeat").string(), o.ranks, o.hang_timeout_s);
   LaunchResult result;
   double failed_at = -1;
@@ -279,9 +311,16 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
       const double now = now_s();
       if (int sig = g_forward_signal.exchange(0)) {
         // Passed on once: the ranks save and exit; the launcher waits for them.
-        // To the ranks themselves, not mpirun (which would kill them before they save).
+        // mpirun's ranks are our descendants and get it directly (mpirun itself
+        // would kill them before they save). srun's tasks run under slurmstepd,
+        // maybe on other nodes: srun passes SIGUSR1 on to every task, while a
+        // SIGTERM to srun would end the step, so the ranks get SIGUSR1 (which they
+        // treat as SIGTERM).
         forwarded = sig;
-        for (pid_t p : descendants(pid)) ::kill(p, sig == SIGINT ? SIGTERM : sig);
+        if (srun)
+          ::kill(pid, SIGUSR1);
+        else
+          for (pid_t p : descendants(pid)) ::kill(p, sig == SIGINT ? SIGTERM : sig);
         echo(strprintf("launch: got signal %d; asked the ranks to save and stop", sig));
       }
       hang = forwarded ? "" : monitor.poll(now);
@@ -300,6 +339,7 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     if (ok) {
       result.exit_code = 0;
       result.reason = forwarded ? strprintf("stopped by signal %d after the ranks saved", forwarded) : "finished";
+      if (forwarded == SIGUSR1 && o.slurm_requeue) requeue_slurm_job(result, echo);
       return result;
     }
     failed_at = wall_clock_s();

@@ -23,6 +23,11 @@ struct LaunchOptions {
   std::string launcher = "auto";  // auto | mpirun | srun
   std::string srun_mpi = "pmix";  // srun --mpi=...
   std::vector<std::string> extra_launcher_args;
+  // Inside a Slurm batch job (SLURM_JOB_ID): after SIGUSR1 (the preemption warning
+  // of `sbatch --signal=B:USR1@T`) has made the ranks save and stop, requeue the job
+  // with `scontrol requeue`; its rerun resumes. SIGTERM never requeues: that is a
+  // cancel, or Slurm's own preemption, which requeues by itself.
+  bool slurm_requeue = false;
   std::vector<std::string> command;  // the rank command: distllm train ...
 };
 
@@ -36,6 +41,9 @@ struct LaunchResult {
 // The full argv of one attempt (the launcher, its flags, the per-rank log wrapper
 // and the command), for tests and --dry-run.
 std::vector<std::string> attempt_argv(const LaunchOptions& options, int attempt);
+
+// "srun" or "mpirun": what --launcher auto means here (srun inside a Slurm allocation).
+std::string resolved_launcher(const LaunchOptions& options);
 
 // Runs the job until it succeeds or the restarts are used up. `echo` receives
 // rank 0's output lines and the launcher's own notes.

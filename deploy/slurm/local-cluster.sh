@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A real one-host Slurm cluster (munged + slurmctld + slurmd from Debian's packages)
+# in a folder of its own, for trying the sbatch templates here and for the tests.
+# Nothing outside the folder is touched: private munge socket and key, private
+# state, spool, logs, pid files and ports, so it can run beside a real cluster.
+#
+#   local-cluster.sh start DIR [CPUS]   start it (CPUS: what the node offers, default 4;
+#                                       more than the machine has is allowed)
+#   local-cluster.sh stop DIR           stop it and wait for the daemons to exit
+#   export SLURM_CONF=DIR/slurm.conf    then sbatch, srun, squeue, scontrol, scancel
+#
+# Needs root and: slurmctld slurmd slurm-client munge (scripts/setup.sh installs them).
+set -euo pipefail
+cmd="${1:-}"
+dir="${2:-}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR [CPUS]" >&2; exit 2; }
+
+stop_cluster() {
+  local pids=()
+  for f in "$dir/run/slurmd.pid" "$dir/run/slurmctld.pid" "$dir/munge/munged.pid"; do
+    [ -s "$f" ] && pids+=("$(cat "$f")")
+  done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do  # at most 10 s
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -f "$dir/run/"*.pid "$dir/munge/munged.pid"
+}
+
+if [ "$cmd" = stop ]; then
+  stop_cluster
+  exit 0
+fi
+[ "$cmd" = start ] || { echo "unknown command '$cmd' (start or stop)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "local-cluster.sh: needs root (slurmd runs jobs as their users)" >&2; exit 1; }
+for p in munged slurmctld slurmd; do
+  command -v "$p" > /dev/null || [ -x "/usr/sbin/$p" ] ||
+    { echo "local-cluster.sh: $p is missing (bash scripts/setup.sh installs Slurm and munge)" >&2; exit 1; }
+done
+cpus="${3:-4}"
+mkdir -p "$dir"
+dir="$(realpath "$dir")"
+mkdir -p "$dir"/{munge,run,state,spool,log}
+# munged runs as its own user and insists on private key and socket folders that
+# it owns; every folder above them must be traversable.
+chmod 755 "$dir"
+chown munge:munge "$dir/munge"
+chmod 700 "$dir/munge"
+[ -s "$dir/munge/munge.key" ] || { dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none; }
+chown munge:munge "$dir/munge/munge.key"
+chmod 400 "$dir/munge/munge.key"
+
+# Ports of its own (two per cluster), picked from the folder's name so that two
+# clusters on one machine do not collide, below the ephemeral range (32768+).
+base=$(( 20000 + $(printf '%s' "$dir" | cksum | cut -d' ' -f1) % 6000 * 2 ))
+cat > "$dir/slurm.conf" <<CONF
+# Written by deploy/slurm/local-cluster.sh
+ClusterName=distllm-local
+SlurmctldHost=localhost
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+MpiDefault=none
+MailProg=/bin/true
+JobRequeue=1
+ReturnToService=2
+KillWait=5
+InactiveLimit=0
+NodeName=localhost CPUs=$cpus RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+
+stop_cluster  # a cluster left over in this folder
+runuser -u munge -- /usr/sbin/munged --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+  --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed" --force
+/usr/sbin/slurmctld -f "$dir/slurm.conf"
+/usr/sbin/slurmd -f "$dir/slurm.conf" -N localhost
+export SLURM_CONF="$dir/slurm.conf"
+state=""
+for _ in $(seq 100); do  # at most about 20 s
+  kill -0 "$(cat "$dir/run/slurmctld.pid" 2>/dev/null || echo 0)" 2>/dev/null || { state="slurmctld exited"; break; }
+  state="$(timeout 2 sinfo -h -N -n localhost -o %t 2>/dev/null || true)"
+  [ "$state" = idle ] && { echo "local Slurm cluster up: export SLURM_CONF=$dir/slurm.conf"; exit 0; }
+  sleep 0.2
+done
+stop_cluster
+echo "local-cluster.sh: the node did not become idle (state '${state:-none}'); logs in $dir/log" >&2
+tail -5 "$dir/log/"*.log >&2 || true
+exit 1
