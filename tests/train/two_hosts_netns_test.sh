@@ -3,45 +3,21 @@
 # pair (shared/SCALEOUT.md), Open MPI over TCP between them, two ranks per host.
 # HSDP (shard inside a host over shared memory, replicate across hosts over MPI)
 # and ZeRO-3 over the hierarchical backend train to the single-process losses on 4x
-# the batch. Every address of a fake host is used only from inside a namespace;
-# a blackhole route keeps a mistake on the machine.
+# the batch. The hosts come from tests/support/fake_hosts.sh.
 #   two_hosts_netns_test.sh DISTLLM MPIRUN
 set -euo pipefail
 D="$(realpath "$1")"
 MPIRUN="$2"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || fail "needs root for network namespaces (CI runs as root)"
-command -v ip > /dev/null || fail "iproute2 missing (scripts/setup.sh installs it)"
 
-# Unique names, so parallel runs never collide. Test files live outside /tmp's
-# per-namespace view problems: namespaces share the mount table here.
-tag="dl$$"
-H1="${tag}a" H2="${tag}b"
-NET=10.231.$(( $$ % 200 + 20 ))
+source "$(dirname "$0")/../support/fake_hosts.sh"
 T="$(mktemp -d /var/tmp/distllm-hosts.XXXXXX)"
 cleanup() {
-  ip netns del "$H1" 2>/dev/null || true
-  ip netns del "$H2" 2>/dev/null || true
-  ip route del blackhole "$NET.0/24" 2>/dev/null || true
-  rm -rf "/etc/netns/$H1" "/etc/netns/$H2" "$T"
+  fake_hosts_down
+  rm -rf "$T"
 }
 trap cleanup EXIT
-
-ip route add blackhole "$NET.0/24"
-ip netns add "$H1"
-ip netns add "$H2"
-ip link add "${tag}x" type veth peer name "${tag}y"
-ip link set "${tag}x" netns "$H1"
-ip link set "${tag}y" netns "$H2"
-ip -n "$H1" addr add "$NET.1/24" dev "${tag}x"
-ip -n "$H2" addr add "$NET.2/24" dev "${tag}y"
-for ns in "$H1" "$H2"; do
-  ip -n "$ns" link set lo up
-  mkdir -p "/etc/netns/$ns"
-  printf '127.0.0.1 localhost\n%s.1 %s\n%s.2 %s\n' "$NET" "$H1" "$NET" "$H2" > "/etc/netns/$ns/hosts"
-done
-ip -n "$H1" link set "${tag}x" up
-ip -n "$H2" link set "${tag}y" up
+fake_hosts_up
 
 # mpirun starts its remote daemon through this "ssh": run it in that host's
 # namespace with that host's name (Open MPI tells nodes apart by hostname).
