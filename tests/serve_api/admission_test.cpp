@@ -56,5 +56,33 @@ TEST(Admission, BurstOf40NeverOvershootsRunningPlusQueued) {
   EXPECT_TRUE(s.engine.wait_idle(10));
 }
 
+// The test runner makes EOS (256) the greedy token at every step; the server adds
+// it as a model stop id too (as generation_config.json's eos_token_id does).
+TEST(Admission, IgnoreEosReturnsExactlyMaxTokens) {
+  TestRunnerOptions ro;
+  ro.eos_permille = 1000;
+  ApiServerConfig sc = Server::config();
+  sc.default_stop_token_ids = {256};
+  Server s(default_engine(), sc, ro);
+
+  Json plain = Json::parse(s.client.post("/v1/completions", completion("eos", 12).dump()).body);
+  EXPECT_EQ(plain["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 1);  // the EOS itself
+
+  Json j = Json::parse(s.client.post("/v1/completions", completion("eos", 12, {{"ignore_eos", true}}).dump()).body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length") << j.dump();
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12) << j.dump();
+
+  Json c = Json::parse(s.client.post("/v1/chat/completions", chat_request("eos", 7, {{"ignore_eos", true}}).dump()).body);
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length") << c.dump();
+  EXPECT_EQ(c["usage"]["completion_tokens"], 7) << c.dump();
+
+  // A request's own stop_token_ids still apply with ignore_eos.
+  Json own = Json::parse(
+      s.client.post("/v1/completions", completion("eos", 12, {{"ignore_eos", true}, {"stop_token_ids", {256}}}).dump()).body);
+  EXPECT_EQ(own["choices"][0]["finish_reason"], "stop") << own.dump();
+  EXPECT_EQ(own["usage"]["completion_tokens"], 1);
+}
+
 }  // namespace
 }  // namespace distllm::serve::api

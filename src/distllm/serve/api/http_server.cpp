@@ -232,7 +232,9 @@ class Server {
       int len = static_cast<int>(tokens.size());
       int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens)
                                              : std::max(1, engine_.max_completion_tokens(len));
-      for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
+      // The template's end-of-turn text is the chat format's EOS: ignore_eos skips it too.
+      if (!r.sampling.ignore_eos)
+        for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
       reqs = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs ? r.top_logprobs : -1);
       gen.prompt_lens.push_back(len);
       gen.n = r.sampling.n;
@@ -254,9 +256,14 @@ class Server {
       gen.include_usage = r.include_usage;
       gen.want_logprobs = r.logprobs >= 0;
     }
-    for (auto& g : reqs)
+    // The model's EOS ids (generation_config.json) stop a request unless it asked to
+    // run past EOS: with ignore_eos only the request's own stop_token_ids count, so it
+    // generates exactly max_tokens (what benchmarks rely on).
+    for (auto& g : reqs) {
+      if (g.ignore_eos) continue;
       g.stop_token_ids.insert(g.stop_token_ids.end(), config_.default_stop_token_ids.begin(),
                               config_.default_stop_token_ids.end());
+    }
     size_t n = reqs.size();
     gen.choices.resize(n);
     gen.completion_tokens.assign(n, 0);
