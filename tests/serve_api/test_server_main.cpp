@@ -7,6 +7,8 @@
 //                     [--max-queued-requests 16] [--step-delay-ms 0]
 //                     [--eos-permille 0] [--api-key K] [--max-body-bytes N]
 //                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
+//                     [--header-timeout 10] [--body-timeout 30]
+//                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
 //
 // Prints "listening on <port>" once ready; exits on SIGTERM/SIGINT or when stdin
 // closes (so a test harness that dies takes the server with it).
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
     else if (a == "--max-body-bytes") scfg.max_body_bytes = static_cast<size_t>(std::atoll(next().c_str()));
     else if (a == "--no-prefix-cache") cfg.enable_prefix_cache = false;
     else if (a == "--model-dir") model_dir = next();
+    else if (a == "--header-timeout") scfg.header_timeout_s = std::atof(next().c_str());
+    else if (a == "--body-timeout") scfg.body_timeout_s = std::atof(next().c_str());
+    else if (a == "--keep-alive-timeout") scfg.keep_alive_timeout_s = std::atof(next().c_str());
+    else if (a == "--max-connections") scfg.max_connections = std::atoi(next().c_str());
+    else if (a == "--max-connections-per-ip") scfg.max_connections_per_ip = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;

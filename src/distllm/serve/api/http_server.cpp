@@ -1,13 +1,14 @@
 #include "distllm/serve/api/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "distllm/base/log.h"
 #include "distllm/base/timer.h"
+#include "distllm/serve/api/http_front.h"
 #include "distllm/serve/api/openai_protocol.h"
 #include "distllm/serve/api/peer_socket.h"
 
@@ -23,6 +24,17 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   res.status = status;
   res.set_content(dump(error_body(status, message, param, code)), "application/json");
 }
+
+// cpp-httplib as a request processor only: the front (http_front.h) owns the
+// sockets and hands each complete request to process_request.
+class RequestProcessor : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+  // httplib ends a streamed response once its listening socket is invalid (its
+  // sign of stop()); we own the listener, so the value only says "serving" (it is
+  // never used as a descriptor: httplib closes it only in stop(), never called).
+  void set_serving(bool on) { svr_sock_ = on ? std::numeric_limits<int>::max() : INVALID_SOCKET; }
+};
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -101,17 +113,29 @@ class Server {
     int threads = config_.http_threads > 0
                       ? config_.http_threads
                       : engine.config().scheduler.max_num_seqs + engine.config().max_queued_requests + 16;
-    svr_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    svr_.set_payload_max_length(config_.max_body_bytes);
-    svr_.set_keep_alive_max_count(100);
-    svr_.set_socket_options([this](socket_t fd) {
-      httplib::default_socket_options(fd);
-      listen_fd_ = fd;
-    });
+    FrontLimits limits;
+    limits.max_body_bytes = config_.max_body_bytes;
+    limits.header_timeout_s = config_.header_timeout_s;
+    limits.body_timeout_s = config_.body_timeout_s;
+    limits.keep_alive_timeout_s = config_.keep_alive_timeout_s;
+    limits.max_connections = config_.max_connections;
+    limits.max_connections_per_ip = config_.max_connections_per_ip;
+    limits.workers = threads;
+    front_ = std::make_unique<HttpFront>(
+        limits,
+        [this](httplib::Stream& strm, bool close, bool& closed) {
+          return svr_.process_request(strm, close, closed, [](httplib::Request&) {});
+        },
+        [this](const RequestHead& head) -> std::optional<FramingError> {
+          if (authorized(head.path(), head.header("Authorization"))) return std::nullopt;
+          return FramingError{401, kBadKeyMessage, "invalid_api_key"};
+        },
+        [](const FramingError& err) { return dump(error_body(err.status, err.message, "", err.code)); });
+    svr_.set_payload_max_length(config_.max_body_bytes);  // the front enforces it first
+    svr_.set_serving(true);
     svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (config_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      if (!constant_time_equal(req.get_header_value("Authorization"), "Bearer " + config_.api_key)) {
-        send_error(res, 401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.", "", "invalid_api_key");
+      if (!authorized(req.path, req.get_header_value("Authorization"))) {
+        send_error(res, 401, kBadKeyMessage, "", "invalid_api_key");
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -164,20 +188,26 @@ class Server {
   }
 
   int bind() {
-    int port = config_.port == 0 ? svr_.bind_to_any_port(config_.host)
-                                 : (svr_.bind_to_port(config_.host, config_.port) ? config_.port : -1);
-    DL_CHECK(port > 0, "cannot listen on %s:%d (address in use, or not an address of this machine?)",
-             config_.host.c_str(), config_.port);
-    // cpp-httplib listens with a backlog of 5; bursts of clients need more.
-    if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
-    port_ = port;
-    return port;
+    port_ = front_->bind(config_.host, config_.port);
+    return port_;
   }
-  void serve() { svr_.listen_after_bind(); }
-  void stop() { svr_.stop(); }
+  void serve() { front_->run(); }
+  void stop() {
+    svr_.set_serving(false);  // streams in progress end
+    front_->stop();
+  }
   int port() const { return port_; }
+  int open_connections() const { return front_->open_connections(); }
 
  private:
+  static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
+
+  // With --api-key every /v1/ route needs it; /health and /metrics stay open.
+  bool authorized(const std::string& path, const std::string& authorization) const {
+    if (config_.api_key.empty() || path.rfind("/v1/", 0) != 0) return true;
+    return constant_time_equal(authorization, "Bearer " + config_.api_key);
+  }
+
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
     try {
@@ -270,7 +300,7 @@ class Server {
     gen.cached_tokens.assign(n, 0);
     gen.text_bytes.assign(n, 0);
     gen.errors.assign(n, "");
-    gen.socket_fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    gen.socket_fd = HttpFront::current_socket();
     try {
       gen.ids = engine_.submit(std::move(reqs), gen.queue);
     } catch (const RequestError& e) {
@@ -405,8 +435,8 @@ class Server {
   ServeMetrics& metrics_;
   ApiServerConfig config_;
   int64_t started_;
-  httplib::Server svr_;
-  std::atomic<int> listen_fd_{-1};
+  RequestProcessor svr_;
+  std::unique_ptr<HttpFront> front_;
   int port_ = 0;
 };
 
@@ -423,6 +453,8 @@ ApiServer::~ApiServer() { stop(); }
 int ApiServer::bind() { return impl_->server.bind(); }
 void ApiServer::serve() { impl_->server.serve(); }
 void ApiServer::stop() { impl_->server.stop(); }
+
 int ApiServer::port() const { return impl_->server.port(); }
+int ApiServer::open_connections() const { return impl_->server.open_connections(); }
 
 }  // namespace distllm::serve::api
