@@ -15,6 +15,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/shutdown_signals.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
@@ -25,11 +26,6 @@ namespace distllm {
 namespace {
 
 namespace fs = std::filesystem;
-
-serve::api::ApiServer* g_server = nullptr;
-void on_signal(int) {
-  if (g_server) g_server->stop();
-}
 
 // Every connection holds a descriptor: raise the soft limit as far as the hard one
 // allows, and keep the connection cap below it (with room for model files, logs and
@@ -66,6 +62,7 @@ int run_serve(Args& args) {
   scfg.max_connections = static_cast<int>(args.get_int("max-connections", 4096, "open connections at most (more get 503)"));
   scfg.max_connections_per_ip =
       static_cast<int>(args.get_int("max-connections-per-ip", 512, "open connections from one client address"));
+  double drain_timeout = args.get_double("drain-timeout", 30, "on SIGTERM/SIGINT, seconds running requests may finish");
   serve::EngineConfig ecfg;
   ecfg.kv_cache_memory_gib = args.get_double("kv-cache-memory", 1.0, "GiB of K/V cache");
   ecfg.block_size = static_cast<int>(args.get_int("block-size", 16, "tokens per KV block"));
@@ -84,6 +81,7 @@ int run_serve(Args& args) {
            "--header-timeout, --body-timeout and --keep-alive-timeout must be positive");
   DL_CHECK(scfg.max_connections >= 1 && scfg.max_connections_per_ip >= 1,
            "--max-connections and --max-connections-per-ip must be at least 1");
+  DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
   scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   fs::path dir(model_dir);
   DL_CHECK(fs::is_directory(dir), "--model %s is not a directory", model_dir.c_str());
@@ -111,16 +109,13 @@ int run_serve(Args& args) {
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
   engine.start();
-  g_server = &server;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
            num_threads(), chat.origin().c_str());
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
   server.serve();
-  g_server = nullptr;
   engine.stop();
   LOG_INFO("serve: stopped");
   return 0;

@@ -207,6 +207,14 @@ void Engine::abort(const std::vector<uint64_t>& ids) {
   wake_.notify_all();
 }
 
+void Engine::abort_all(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_all_reason_ = reason;
+  }
+  wake_.notify_all();
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -246,10 +254,12 @@ void Engine::publish_stats() {
 void Engine::take_in() {
   std::vector<std::unique_ptr<RequestState>> incoming;
   std::vector<uint64_t> aborts;
+  std::optional<std::string> abort_all_reason;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(incoming_);
     aborts.swap(aborts_);
+    abort_all_reason.swap(abort_all_reason_);
   }
   for (auto& st : incoming) {
     RequestState* raw = st.get();
@@ -260,6 +270,11 @@ void Engine::take_in() {
   for (uint64_t id : aborts) {
     auto it = requests_.find(id);
     if (it != requests_.end()) finish(*it->second, FinishReason::kAbort);
+  }
+  if (abort_all_reason) {
+    std::vector<uint64_t> all;
+    for (auto& [id, st] : requests_) all.push_back(id);
+    for (uint64_t id : all) finish(*requests_.at(id), FinishReason::kAbort, *abort_all_reason);
   }
 }
 
@@ -419,7 +434,7 @@ void Engine::loop() {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!stop_ && incoming_.empty() && aborts_.empty() && !scheduler_.has_work()) {
+        if (!stop_ && incoming_.empty() && aborts_.empty() && !abort_all_reason_ && !scheduler_.has_work()) {
           wake_.wait_for(lock, std::chrono::milliseconds(100));
         }
         if (stop_) break;

@@ -131,6 +131,9 @@ class Engine {
   // Cancels requests (unknown or finished ids are ignored). Their blocks are freed
   // at the start of the next engine step.
   void abort(const std::vector<uint64_t>& ids);
+  // Ends every request in the engine at the next step with FinishReason::kAbort and
+  // this error (graceful shutdown: what is still running when the drain time is up).
+  void abort_all(const std::string& reason);
 
   // The loop thread is running and has not died.
   bool alive() const { return alive_.load(); }
@@ -178,6 +181,7 @@ class Engine {
   std::condition_variable idle_;
   std::vector<std::unique_ptr<RequestState>> incoming_;
   std::vector<uint64_t> aborts_;
+  std::optional<std::string> abort_all_reason_;
   // Requests admitted by submit() and not yet finished (incoming, waiting or
   // running). Admission checks and bumps it under one lock, so a burst of
   // submitters cannot all see room for themselves.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "distllm/base/log.h"
 #include "distllm/base/timer.h"
@@ -16,6 +18,8 @@ namespace distllm::serve::api {
 namespace {
 
 constexpr double kPollSeconds = 0.05;  // how often a waiting handler checks its client
+// After the drain, how long handlers get to write their final events.
+constexpr double kFinalWriteSeconds = 5.0;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -104,7 +108,9 @@ struct Generation {
   }
 };
 
-const char* finish_json(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+// "stop" and "length" as OpenAI; "abort" (vLLM's word) and "error" for requests
+// the server ended: shutdown, or a model failure.
+const char* finish_json(FinishReason r) { return finish_reason_name(r == FinishReason::kNone ? FinishReason::kStop : r); }
 
 class Server {
  public:
@@ -134,6 +140,10 @@ class Server {
     svr_.set_payload_max_length(config_.max_body_bytes);  // the front enforces it first
     svr_.set_serving(true);
     svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (draining_ && req.path != "/metrics") {
+        send_error(res, 503, "The server is shutting down.", "", "server_shutting_down");
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (!authorized(req.path, req.get_header_value("Authorization"))) {
         send_error(res, 401, kBadKeyMessage, "", "invalid_api_key");
         return httplib::Server::HandlerResponse::Handled;
@@ -164,7 +174,9 @@ class Server {
     });
 
     svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (engine_.alive()) {
+      if (draining_) {
+        send_error(res, 503, "The server is shutting down.", "", "server_shutting_down");
+      } else if (engine_.alive()) {
         res.status = 200;
         res.set_content("", "text/plain");
       } else {
@@ -198,6 +210,25 @@ class Server {
   }
   int port() const { return port_; }
   int open_connections() const { return front_->open_connections(); }
+
+  bool shutdown_gracefully(double drain_timeout_s) {
+    draining_ = true;
+    front_->set_draining();
+    bool drained = engine_.wait_idle(drain_timeout_s);
+    if (!drained) {
+      LOG_WARN("serve: drain timeout (%g s) passed; ending the requests still running", drain_timeout_s);
+      engine_.abort_all("The server is shutting down: the request was ended after the drain timeout.");
+    }
+    // Handlers now send their final events (or finish their last bytes).
+    Timer t;
+    while (front_->busy_requests() > 0 && t.seconds() < kFinalWriteSeconds) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // A request that slipped in while draining began is ended too.
+      if (!drained && engine_.stats().requests > 0) engine_.abort_all("The server is shutting down.");
+    }
+    stop();
+    return drained;
+  }
 
  private:
   static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
@@ -332,11 +363,11 @@ class Server {
       }
     }
     gen.done = true;
-    for (const std::string& err : gen.errors) {
-      if (!err.empty()) {
-        send_error(res, 500, err, "", "generation_failed");
-        return;
-      }
+    for (size_t i = 0; i < gen.num_choices(); ++i) {
+      if (gen.errors[i].empty()) continue;
+      if (gen.choices[i].finish == FinishReason::kAbort) send_error(res, 503, gen.errors[i], "", "server_shutting_down");
+      else send_error(res, 500, gen.errors[i], "", "generation_failed");
+      return;
     }
     Json choices = Json::array();
     for (size_t i = 0; i < gen.num_choices(); ++i) {
@@ -412,7 +443,20 @@ class Server {
         chunk["choices"] = Json::array({choice});
         if (!send(with_usage_null(chunk))) return false;
       } else if (d.finish != FinishReason::kNone) {
-        if (!send(error_body(500, gen.errors[i], "", "generation_failed"))) return false;
+        // Ended by the server (shutdown, model error): one last chunk carries both
+        // the choice's finish_reason and the error, so clients neither hang nor
+        // see a bare connection close.
+        bool aborted = d.finish == FinishReason::kAbort;
+        Json choice = {{"index", i}};
+        if (gen.chat) choice["delta"] = Json::object();
+        else choice["text"] = "";
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = finish_json(d.finish);
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array({choice});
+        chunk["error"] = error_body(aborted ? 503 : 500, gen.errors[i], "",
+                                    aborted ? "server_shutting_down" : "generation_failed")["error"];
+        if (!send(with_usage_null(chunk))) return false;
       }
     }
     if (gen.finished == gen.num_choices()) {
@@ -437,6 +481,7 @@ class Server {
   int64_t started_;
   RequestProcessor svr_;
   std::unique_ptr<HttpFront> front_;
+  std::atomic<bool> draining_{false};
   int port_ = 0;
 };
 
@@ -453,7 +498,7 @@ ApiServer::~ApiServer() { stop(); }
 int ApiServer::bind() { return impl_->server.bind(); }
 void ApiServer::serve() { impl_->server.serve(); }
 void ApiServer::stop() { impl_->server.stop(); }
-
+bool ApiServer::shutdown_gracefully(double drain_timeout_s) { return impl_->server.shutdown_gracefully(drain_timeout_s); }
 int ApiServer::port() const { return impl_->server.port(); }
 int ApiServer::open_connections() const { return impl_->server.open_connections(); }
 

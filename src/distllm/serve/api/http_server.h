@@ -47,10 +47,15 @@ class ApiServer {
 
   // Binds the listening socket and returns the port. Throws distllm::Error.
   int bind();
-  // Serves until stop(). Call bind() first.
+  // Serves until stop() or shutdown_gracefully(). Call bind() first.
   void serve();
   // Stops at once: requests being answered finish, nothing new is read.
   void stop();
+  // Graceful shutdown (thread-safe; serve() returns at the end): new requests and
+  // /health get 503, requests in the engine may finish for up to drain_timeout_s,
+  // then the rest are ended (a stream gets a final event with an error and
+  // finish_reason "abort", then [DONE]). Returns true when everything finished in time.
+  bool shutdown_gracefully(double drain_timeout_s);
   int port() const;
   // Connections open now (for tests and logs).
   int open_connections() const;
