@@ -8,10 +8,14 @@ as `distllm serve`), with real streaming clients over sockets:
    event carrying an error and finish_reason "abort", then [DONE]; a waiting
    non-streaming request gets a 503; exit 0 soon after the drain timeout.
 3. A second SIGTERM exits at once (status 128 + 15).
+4. The official openai npm client (when node_modules/openai is installed) raises
+   the server's error for a stream cut at the drain timeout, not "Premature close".
 
     shutdown_test.py SERVE_TEST_SERVER
 """
 import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -134,7 +138,29 @@ def second_signal_exits_at_once():
         p.kill()
 
 
+def openai_client_sees_the_error_not_a_premature_close():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    if not shutil.which("node") or not os.path.isdir(os.path.join(root, "node_modules", "openai")):
+        print("skip openai_client_sees_the_error_not_a_premature_close: no node_modules/openai (npm ci)")
+        return
+    p, port = start("--drain-timeout", "0.5")
+    try:
+        node = subprocess.Popen(["node", os.path.join(here, "openai_shutdown_client.mjs"), str(port)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = node.stdout.readline()
+        check(first.strip() == "started", f"node: {first!r}")
+        p.send_signal(signal.SIGTERM)
+        out = node.stdout.read()
+        node.wait(10)
+        result = json.loads(out.strip().splitlines()[-1])
+        check("shutting down" in result.get("error", ""), f"openai client: {result}")
+        check(p.wait(10) == 0, f"exit status {p.returncode}")
+    finally:
+        p.kill()
+
+
 for test in (drain_lets_running_streams_finish, drain_timeout_ends_streams_with_an_error_event,
-             second_signal_exits_at_once):
+             second_signal_exits_at_once, openai_client_sees_the_error_not_a_premature_close):
     test()
     print(f"ok {test.__name__}")

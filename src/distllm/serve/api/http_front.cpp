@@ -28,6 +28,11 @@ constexpr size_t kReadChunk = 64u << 10;
 // for this long before closing: closing with unread input makes the kernel send a
 // reset that can destroy the refusal before the client reads it.
 constexpr double kLingerSeconds = 2.0;
+// ...and for at most this many bytes, so a client that keeps sending after its
+// refusal costs bounded work (past it the connection is just closed).
+constexpr size_t kMaxLingerBytes = 16u << 20;
+// Reads per readiness event, so one fast sender cannot hold the event thread.
+constexpr int kMaxReadsPerEvent = 16;
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
 thread_local int t_current_socket = -1;
@@ -132,6 +137,7 @@ struct Connection {
   std::string body;
   double deadline = kNever;
   int served = 0;
+  size_t dropped = 0;  // bytes read and thrown away while closing
 };
 
 }  // namespace
@@ -393,10 +399,17 @@ struct HttpFront::Impl {
   }
 
   void on_readable(Connection& c) {
-    while (true) {
+    for (int reads = 0; reads < kMaxReadsPerEvent; ++reads) {  // level-triggered: the rest comes next round
       ssize_t n = ::recv(c.fd, scratch.data(), scratch.size(), 0);
       if (n > 0) {
-        if (c.phase == Connection::Phase::kClosing) continue;  // dropped
+        if (c.phase == Connection::Phase::kClosing) {
+          c.dropped += static_cast<size_t>(n);
+          if (c.dropped > kMaxLingerBytes) {
+            close_conn(c);
+            return;
+          }
+          continue;
+        }
         c.in.append(scratch.data(), static_cast<size_t>(n));
         if (!advance(c)) return;
         continue;

@@ -214,17 +214,18 @@ class Server {
   bool shutdown_gracefully(double drain_timeout_s) {
     draining_ = true;
     front_->set_draining();
+    static const char kEnded[] = "The server is shutting down: the request was ended after the drain timeout.";
     bool drained = engine_.wait_idle(drain_timeout_s);
     if (!drained) {
       LOG_WARN("serve: drain timeout (%g s) passed; ending the requests still running", drain_timeout_s);
-      engine_.abort_all("The server is shutting down: the request was ended after the drain timeout.");
+      engine_.abort_all(kEnded);
     }
     // Handlers now send their final events (or finish their last bytes).
     Timer t;
     while (front_->busy_requests() > 0 && t.seconds() < kFinalWriteSeconds) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      // A request that slipped in while draining began is ended too.
-      if (!drained && engine_.stats().requests > 0) engine_.abort_all("The server is shutting down.");
+      // A request that slipped in as draining began is ended too.
+      if (!drained && t.seconds() > 0.5 && engine_.stats().requests > 0) engine_.abort_all(kEnded);
     }
     stop();
     return drained;
