@@ -68,7 +68,7 @@ int run_serve(Args& args) {
   ecfg.block_size = static_cast<int>(args.get_int("block-size", 16, "tokens per KV block"));
   ecfg.scheduler.max_num_batched_tokens = static_cast<int>(args.get_int("max-num-batched-tokens", 512, "token budget per engine step"));
   ecfg.scheduler.max_num_seqs = static_cast<int>(args.get_int("max-num-seqs", 64, "running requests at most"));
-  ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "waiting requests beyond this get 429"));
+  ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "running + waiting beyond --max-num-seqs + this get 429"));
   ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
   ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
