@@ -7,9 +7,12 @@
 //                     [--max-queued-requests 16] [--step-delay-ms 0]
 //                     [--eos-permille 0] [--api-key K] [--max-body-bytes N]
 //                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
+//                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
+//                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
 //
-// Prints "listening on <port>" once ready; exits on SIGTERM/SIGINT or when stdin
-// closes (so a test harness that dies takes the server with it).
+// Prints "listening on <port>" once ready; shuts down gracefully on SIGTERM/SIGINT
+// (as `distllm serve`) and at once when stdin closes (so a test harness that dies
+// takes the server with it).
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -19,20 +22,11 @@
 #include <unistd.h>
 
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/shutdown_signals.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
 
 using namespace distllm::serve;
-
-namespace {
-
-api::ApiServer* g_server = nullptr;
-
-void on_signal(int) {
-  if (g_server) g_server->stop();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   EngineConfig cfg;
@@ -47,6 +41,7 @@ int main(int argc, char** argv) {
   scfg.port = 0;
   scfg.model_name = "test-model";
   std::string model_dir;
+  double drain_timeout = 30;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -69,6 +64,12 @@ int main(int argc, char** argv) {
     else if (a == "--max-body-bytes") scfg.max_body_bytes = static_cast<size_t>(std::atoll(next().c_str()));
     else if (a == "--no-prefix-cache") cfg.enable_prefix_cache = false;
     else if (a == "--model-dir") model_dir = next();
+    else if (a == "--drain-timeout") drain_timeout = std::atof(next().c_str());
+    else if (a == "--header-timeout") scfg.header_timeout_s = std::atof(next().c_str());
+    else if (a == "--body-timeout") scfg.body_timeout_s = std::atof(next().c_str());
+    else if (a == "--keep-alive-timeout") scfg.keep_alive_timeout_s = std::atof(next().c_str());
+    else if (a == "--max-connections") scfg.max_connections = std::atoi(next().c_str());
+    else if (a == "--max-connections-per-ip") scfg.max_connections_per_ip = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -83,9 +84,7 @@ int main(int argc, char** argv) {
     api::ApiServer server(engine, chat, metrics, scfg);
     int port = server.bind();
     engine.start();
-    g_server = &server;
-    std::signal(SIGTERM, on_signal);
-    std::signal(SIGINT, on_signal);
+    api::ShutdownOnSignals signals(server, drain_timeout);
     std::signal(SIGPIPE, SIG_IGN);
     std::thread watch_stdin([&] {
       char buf[256];
@@ -97,7 +96,6 @@ int main(int argc, char** argv) {
     std::printf("listening on %d\n", port);
     std::fflush(stdout);
     server.serve();
-    g_server = nullptr;
     engine.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,4 +1,7 @@
 // `distllm serve`: the OpenAI-compatible server (docs/serving.md).
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +15,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/shutdown_signals.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
@@ -23,9 +27,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-serve::api::ApiServer* g_server = nullptr;
-void on_signal(int) {
-  if (g_server) g_server->stop();
+// Every connection holds a descriptor: raise the soft limit as far as the hard one
+// allows, and keep the connection cap below it (with room for model files, logs and
+// the process's own descriptors), so accept never runs out.
+int fit_connections_to_fd_limit(int wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return wanted;
+  rlim_t need = static_cast<rlim_t>(wanted) + 256;
+  if (rl.rlim_cur < need) {
+    rl.rlim_cur = std::min(need, rl.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  int fit = static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(wanted), rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 1));
+  if (fit < wanted) LOG_WARN("serve: --max-connections lowered to %d to fit the open-file limit (%llu)", fit,
+                             static_cast<unsigned long long>(rl.rlim_cur));
+  return fit;
 }
 
 int run_serve(Args& args) {
@@ -39,12 +56,19 @@ int run_serve(Args& args) {
   scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/*");
   scfg.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes (2M)"));
   scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
+  scfg.header_timeout_s = args.get_double("header-timeout", 10, "seconds for a request's head to arrive");
+  scfg.body_timeout_s = args.get_double("body-timeout", 30, "seconds for a request's body to arrive after its head");
+  scfg.keep_alive_timeout_s = args.get_double("keep-alive-timeout", 5, "seconds an idle connection is kept");
+  scfg.max_connections = static_cast<int>(args.get_int("max-connections", 4096, "open connections at most (more get 503)"));
+  scfg.max_connections_per_ip =
+      static_cast<int>(args.get_int("max-connections-per-ip", 512, "open connections from one client address"));
+  double drain_timeout = args.get_double("drain-timeout", 30, "on SIGTERM/SIGINT, seconds running requests may finish");
   serve::EngineConfig ecfg;
   ecfg.kv_cache_memory_gib = args.get_double("kv-cache-memory", 1.0, "GiB of K/V cache");
   ecfg.block_size = static_cast<int>(args.get_int("block-size", 16, "tokens per KV block"));
   ecfg.scheduler.max_num_batched_tokens = static_cast<int>(args.get_int("max-num-batched-tokens", 512, "token budget per engine step"));
   ecfg.scheduler.max_num_seqs = static_cast<int>(args.get_int("max-num-seqs", 64, "running requests at most"));
-  ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "waiting requests beyond this get 429"));
+  ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "running + waiting beyond --max-num-seqs + this get 429"));
   ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
   ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
@@ -53,6 +77,12 @@ int run_serve(Args& args) {
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
   DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);
   DL_CHECK(scfg.max_body_bytes >= 1024, "--max-body-size must be at least 1k");
+  DL_CHECK(scfg.header_timeout_s > 0 && scfg.body_timeout_s > 0 && scfg.keep_alive_timeout_s > 0,
+           "--header-timeout, --body-timeout and --keep-alive-timeout must be positive");
+  DL_CHECK(scfg.max_connections >= 1 && scfg.max_connections_per_ip >= 1,
+           "--max-connections and --max-connections-per-ip must be at least 1");
+  DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
+  scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   fs::path dir(model_dir);
   DL_CHECK(fs::is_directory(dir), "--model %s is not a directory", model_dir.c_str());
   scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
@@ -79,16 +109,13 @@ int run_serve(Args& args) {
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
   engine.start();
-  g_server = &server;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
            num_threads(), chat.origin().c_str());
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
   server.serve();
-  g_server = nullptr;
   engine.stop();
   LOG_INFO("serve: stopped");
   return 0;

@@ -179,12 +179,18 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!alive_) throw RequestError(503, "the engine is not running");
-    int64_t waiting = stats_.waiting + static_cast<int64_t>(incoming_.size());
-    if (waiting + static_cast<int64_t>(states.size()) > config_.max_queued_requests) {
+    // The published stats lag the engine thread (requests it has just taken in are
+    // in neither incoming_ nor stats_.waiting), so admission counts for itself.
+    const int64_t capacity =
+        static_cast<int64_t>(config_.scheduler.max_num_seqs) + config_.max_queued_requests;
+    if (admitted_ + static_cast<int64_t>(states.size()) > capacity) {
       metrics_.count_rejected();
-      throw RequestError(429, strprintf("The server is busy: %lld requests are waiting (limit %d). Retry later.",
-                                        static_cast<long long>(waiting), config_.max_queued_requests));
+      throw RequestError(429, strprintf("The server is busy: %lld requests are running or waiting (limit %d running "
+                                        "+ %d queued). Retry later.",
+                                        static_cast<long long>(admitted_), config_.scheduler.max_num_seqs,
+                                        config_.max_queued_requests));
     }
+    admitted_ += static_cast<int64_t>(states.size());
     for (auto& st : states) incoming_.push_back(std::move(st));
     stats_.requests += static_cast<int64_t>(ids.size());
   }
@@ -197,6 +203,14 @@ void Engine::abort(const std::vector<uint64_t>& ids) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborts_.insert(aborts_.end(), ids.begin(), ids.end());
+  }
+  wake_.notify_all();
+}
+
+void Engine::abort_all(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_all_reason_ = reason;
   }
   wake_.notify_all();
 }
@@ -223,6 +237,7 @@ void Engine::publish_stats() {
   s.steps = steps_;
   s.preemptions = scheduler_.num_preemptions();
   s.max_batch_seqs = max_batch_;
+  s.peak_running_plus_waiting = peak_in_scheduler_;
   const PrefixCacheStats& p = kv_.prefix_stats();
   metrics_.set_step_state(s.running, s.waiting, kv_.usage(), s.preemptions, p.query_tokens, p.hit_tokens,
                           p.query_requests, p.hit_requests);
@@ -239,19 +254,27 @@ void Engine::publish_stats() {
 void Engine::take_in() {
   std::vector<std::unique_ptr<RequestState>> incoming;
   std::vector<uint64_t> aborts;
+  std::optional<std::string> abort_all_reason;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(incoming_);
     aborts.swap(aborts_);
+    abort_all_reason.swap(abort_all_reason_);
   }
   for (auto& st : incoming) {
     RequestState* raw = st.get();
     requests_.emplace(raw->seq.id, std::move(st));
     scheduler_.add(&raw->seq);
   }
+  peak_in_scheduler_ = std::max(peak_in_scheduler_, static_cast<int64_t>(scheduler_.num_running() + scheduler_.num_waiting()));
   for (uint64_t id : aborts) {
     auto it = requests_.find(id);
     if (it != requests_.end()) finish(*it->second, FinishReason::kAbort);
+  }
+  if (abort_all_reason) {
+    std::vector<uint64_t> all;
+    for (auto& [id, st] : requests_) all.push_back(id);
+    for (uint64_t id : all) finish(*requests_.at(id), FinishReason::kAbort, *abort_all_reason);
   }
 }
 
@@ -275,6 +298,12 @@ void Engine::finish(RequestState& st, FinishReason reason, const std::string& er
     case FinishReason::kAbort: metrics_.count_finished(ServeMetrics::Finish::kAborted); break;
     case FinishReason::kError: metrics_.count_finished(ServeMetrics::Finish::kFailed); break;
     case FinishReason::kNone: DL_ASSERT(false);
+  }
+  {
+    // Before the push: a client that resubmits the moment it hears back must find
+    // this request's place free.
+    std::lock_guard<std::mutex> lock(mu_);
+    --admitted_;
   }
   st.out->push(std::move(d));
   requests_.erase(st.seq.id);  // destroys st
@@ -405,7 +434,7 @@ void Engine::loop() {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!stop_ && incoming_.empty() && aborts_.empty() && !scheduler_.has_work()) {
+        if (!stop_ && incoming_.empty() && aborts_.empty() && !abort_all_reason_ && !scheduler_.has_work()) {
           wake_.wait_for(lock, std::chrono::milliseconds(100));
         }
         if (stop_) break;
@@ -443,6 +472,7 @@ void Engine::loop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.requests = 0;
+    admitted_ = 0;
   }
   idle_.notify_all();
 }

@@ -47,7 +47,9 @@ struct EngineConfig {
   int num_blocks = 0;                // > 0: use exactly this many blocks instead
   int max_model_len = 0;             // 0: the runner's max_context
   SchedulerConfig scheduler;
-  int max_queued_requests = 256;     // waiting requests beyond this get 429
+  // Admission bound: running + waiting never exceeds max_num_seqs + this; a
+  // submission that would pass it gets 429.
+  int max_queued_requests = 256;
   bool enable_prefix_cache = true;
   bool check_invariants = false;     // recount KV references every step (tests)
 };
@@ -105,6 +107,9 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int max_batch_seqs = 0;
+  // Most requests running + waiting at once, as the scheduler held them (for the
+  // admission-bound tests: it is counted apart from the admission counter).
+  int64_t peak_running_plus_waiting = 0;
 };
 
 class Engine {
@@ -119,13 +124,16 @@ class Engine {
 
   // Validates and queues the requests atomically (all or none). Throws RequestError:
   // 400 for a request that can never run (bad tokens, too long for the context or
-  // the whole KV cache), 429 when the waiting queue is full, 503 when the engine
-  // loop is not running. Returns the request ids, in order; outputs arrive in `out`
+  // the whole KV cache), 429 when running + waiting would pass max_num_seqs +
+  // max_queued_requests, 503 when the engine loop is not running. Returns the request ids, in order; outputs arrive in `out`
   // with OutputDelta::index = position in `requests`.
   std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out);
   // Cancels requests (unknown or finished ids are ignored). Their blocks are freed
   // at the start of the next engine step.
   void abort(const std::vector<uint64_t>& ids);
+  // Ends every request in the engine at the next step with FinishReason::kAbort and
+  // this error (graceful shutdown: what is still running when the drain time is up).
+  void abort_all(const std::string& reason);
 
   // The loop thread is running and has not died.
   bool alive() const { return alive_.load(); }
@@ -165,6 +173,7 @@ class Engine {
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
   int64_t steps_ = 0;
   int max_batch_ = 0;
+  int64_t peak_in_scheduler_ = 0;
 
   // Shared with submitters, under mu_.
   mutable std::mutex mu_;
@@ -172,6 +181,11 @@ class Engine {
   std::condition_variable idle_;
   std::vector<std::unique_ptr<RequestState>> incoming_;
   std::vector<uint64_t> aborts_;
+  std::optional<std::string> abort_all_reason_;
+  // Requests admitted by submit() and not yet finished (incoming, waiting or
+  // running). Admission checks and bumps it under one lock, so a burst of
+  // submitters cannot all see room for themselves.
+  int64_t admitted_ = 0;
   EngineStats stats_;
   bool stop_ = false;
 

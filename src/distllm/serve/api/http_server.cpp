@@ -1,13 +1,16 @@
 #include "distllm/serve/api/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <limits>
+#include <thread>
 
 #include "distllm/base/log.h"
 #include "distllm/base/timer.h"
+#include "distllm/serve/api/http_front.h"
 #include "distllm/serve/api/openai_protocol.h"
 #include "distllm/serve/api/peer_socket.h"
 
@@ -15,6 +18,8 @@ namespace distllm::serve::api {
 namespace {
 
 constexpr double kPollSeconds = 0.05;  // how often a waiting handler checks its client
+// After the drain, how long handlers get to write their final events.
+constexpr double kFinalWriteSeconds = 5.0;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -23,6 +28,17 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   res.status = status;
   res.set_content(dump(error_body(status, message, param, code)), "application/json");
 }
+
+// cpp-httplib as a request processor only: the front (http_front.h) owns the
+// sockets and hands each complete request to process_request.
+class RequestProcessor : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+  // httplib ends a streamed response once its listening socket is invalid (its
+  // sign of stop()); we own the listener, so the value only says "serving" (it is
+  // never used as a descriptor: httplib closes it only in stop(), never called).
+  void set_serving(bool on) { svr_sock_ = on ? std::numeric_limits<int>::max() : INVALID_SOCKET; }
+};
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -92,7 +108,9 @@ struct Generation {
   }
 };
 
-const char* finish_json(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+// "stop" and "length" as OpenAI; "abort" (vLLM's word) and "error" for requests
+// the server ended: shutdown, or a model failure.
+const char* finish_json(FinishReason r) { return finish_reason_name(r == FinishReason::kNone ? FinishReason::kStop : r); }
 
 class Server {
  public:
@@ -101,17 +119,33 @@ class Server {
     int threads = config_.http_threads > 0
                       ? config_.http_threads
                       : engine.config().scheduler.max_num_seqs + engine.config().max_queued_requests + 16;
-    svr_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    svr_.set_payload_max_length(config_.max_body_bytes);
-    svr_.set_keep_alive_max_count(100);
-    svr_.set_socket_options([this](socket_t fd) {
-      httplib::default_socket_options(fd);
-      listen_fd_ = fd;
-    });
+    FrontLimits limits;
+    limits.max_body_bytes = config_.max_body_bytes;
+    limits.header_timeout_s = config_.header_timeout_s;
+    limits.body_timeout_s = config_.body_timeout_s;
+    limits.keep_alive_timeout_s = config_.keep_alive_timeout_s;
+    limits.max_connections = config_.max_connections;
+    limits.max_connections_per_ip = config_.max_connections_per_ip;
+    limits.workers = threads;
+    front_ = std::make_unique<HttpFront>(
+        limits,
+        [this](httplib::Stream& strm, bool close, bool& closed) {
+          return svr_.process_request(strm, close, closed, [](httplib::Request&) {});
+        },
+        [this](const RequestHead& head) -> std::optional<FramingError> {
+          if (authorized(head.path(), head.header("Authorization"))) return std::nullopt;
+          return FramingError{401, kBadKeyMessage, "invalid_api_key"};
+        },
+        [](const FramingError& err) { return dump(error_body(err.status, err.message, "", err.code)); });
+    svr_.set_payload_max_length(config_.max_body_bytes);  // the front enforces it first
+    svr_.set_serving(true);
     svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (config_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      if (!constant_time_equal(req.get_header_value("Authorization"), "Bearer " + config_.api_key)) {
-        send_error(res, 401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.", "", "invalid_api_key");
+      if (draining_ && req.path != "/metrics") {
+        send_error(res, 503, "The server is shutting down.", "", "server_shutting_down");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!authorized(req.path, req.get_header_value("Authorization"))) {
+        send_error(res, 401, kBadKeyMessage, "", "invalid_api_key");
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -140,7 +174,9 @@ class Server {
     });
 
     svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (engine_.alive()) {
+      if (draining_) {
+        send_error(res, 503, "The server is shutting down.", "", "server_shutting_down");
+      } else if (engine_.alive()) {
         res.status = 200;
         res.set_content("", "text/plain");
       } else {
@@ -164,20 +200,46 @@ class Server {
   }
 
   int bind() {
-    int port = config_.port == 0 ? svr_.bind_to_any_port(config_.host)
-                                 : (svr_.bind_to_port(config_.host, config_.port) ? config_.port : -1);
-    DL_CHECK(port > 0, "cannot listen on %s:%d (address in use, or not an address of this machine?)",
-             config_.host.c_str(), config_.port);
-    // cpp-httplib listens with a backlog of 5; bursts of clients need more.
-    if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
-    port_ = port;
-    return port;
+    port_ = front_->bind(config_.host, config_.port);
+    return port_;
   }
-  void serve() { svr_.listen_after_bind(); }
-  void stop() { svr_.stop(); }
+  void serve() { front_->run(); }
+  void stop() {
+    svr_.set_serving(false);  // streams in progress end
+    front_->stop();
+  }
   int port() const { return port_; }
+  int open_connections() const { return front_->open_connections(); }
+
+  bool shutdown_gracefully(double drain_timeout_s) {
+    draining_ = true;
+    front_->set_draining();
+    static const char kEnded[] = "The server is shutting down: the request was ended after the drain timeout.";
+    bool drained = engine_.wait_idle(drain_timeout_s);
+    if (!drained) {
+      LOG_WARN("serve: drain timeout (%g s) passed; ending the requests still running", drain_timeout_s);
+      engine_.abort_all(kEnded);
+    }
+    // Handlers now send their final events (or finish their last bytes).
+    Timer t;
+    while (front_->busy_requests() > 0 && t.seconds() < kFinalWriteSeconds) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // A request that slipped in as draining began is ended too.
+      if (!drained && t.seconds() > 0.5 && engine_.stats().requests > 0) engine_.abort_all(kEnded);
+    }
+    stop();
+    return drained;
+  }
 
  private:
+  static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
+
+  // With --api-key every /v1/ route needs it; /health and /metrics stay open.
+  bool authorized(const std::string& path, const std::string& authorization) const {
+    if (config_.api_key.empty() || path.rfind("/v1/", 0) != 0) return true;
+    return constant_time_equal(authorization, "Bearer " + config_.api_key);
+  }
+
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
     try {
@@ -232,7 +294,9 @@ class Server {
       int len = static_cast<int>(tokens.size());
       int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens)
                                              : std::max(1, engine_.max_completion_tokens(len));
-      for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
+      // The template's end-of-turn text is the chat format's EOS: ignore_eos skips it too.
+      if (!r.sampling.ignore_eos)
+        for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
       reqs = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs ? r.top_logprobs : -1);
       gen.prompt_lens.push_back(len);
       gen.n = r.sampling.n;
@@ -254,16 +318,21 @@ class Server {
       gen.include_usage = r.include_usage;
       gen.want_logprobs = r.logprobs >= 0;
     }
-    for (auto& g : reqs)
+    // The model's EOS ids (generation_config.json) stop a request unless it asked to
+    // run past EOS: with ignore_eos only the request's own stop_token_ids count, so it
+    // generates exactly max_tokens (what benchmarks rely on).
+    for (auto& g : reqs) {
+      if (g.ignore_eos) continue;
       g.stop_token_ids.insert(g.stop_token_ids.end(), config_.default_stop_token_ids.begin(),
                               config_.default_stop_token_ids.end());
+    }
     size_t n = reqs.size();
     gen.choices.resize(n);
     gen.completion_tokens.assign(n, 0);
     gen.cached_tokens.assign(n, 0);
     gen.text_bytes.assign(n, 0);
     gen.errors.assign(n, "");
-    gen.socket_fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    gen.socket_fd = HttpFront::current_socket();
     try {
       gen.ids = engine_.submit(std::move(reqs), gen.queue);
     } catch (const RequestError& e) {
@@ -295,11 +364,11 @@ class Server {
       }
     }
     gen.done = true;
-    for (const std::string& err : gen.errors) {
-      if (!err.empty()) {
-        send_error(res, 500, err, "", "generation_failed");
-        return;
-      }
+    for (size_t i = 0; i < gen.num_choices(); ++i) {
+      if (gen.errors[i].empty()) continue;
+      if (gen.choices[i].finish == FinishReason::kAbort) send_error(res, 503, gen.errors[i], "", "server_shutting_down");
+      else send_error(res, 500, gen.errors[i], "", "generation_failed");
+      return;
     }
     Json choices = Json::array();
     for (size_t i = 0; i < gen.num_choices(); ++i) {
@@ -375,7 +444,20 @@ class Server {
         chunk["choices"] = Json::array({choice});
         if (!send(with_usage_null(chunk))) return false;
       } else if (d.finish != FinishReason::kNone) {
-        if (!send(error_body(500, gen.errors[i], "", "generation_failed"))) return false;
+        // Ended by the server (shutdown, model error): one last chunk carries both
+        // the choice's finish_reason and the error, so clients neither hang nor
+        // see a bare connection close.
+        bool aborted = d.finish == FinishReason::kAbort;
+        Json choice = {{"index", i}};
+        if (gen.chat) choice["delta"] = Json::object();
+        else choice["text"] = "";
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = finish_json(d.finish);
+        Json chunk = gen.chunk_base();
+        chunk["choices"] = Json::array({choice});
+        chunk["error"] = error_body(aborted ? 503 : 500, gen.errors[i], "",
+                                    aborted ? "server_shutting_down" : "generation_failed")["error"];
+        if (!send(with_usage_null(chunk))) return false;
       }
     }
     if (gen.finished == gen.num_choices()) {
@@ -398,8 +480,9 @@ class Server {
   ServeMetrics& metrics_;
   ApiServerConfig config_;
   int64_t started_;
-  httplib::Server svr_;
-  std::atomic<int> listen_fd_{-1};
+  RequestProcessor svr_;
+  std::unique_ptr<HttpFront> front_;
+  std::atomic<bool> draining_{false};
   int port_ = 0;
 };
 
@@ -416,6 +499,8 @@ ApiServer::~ApiServer() { stop(); }
 int ApiServer::bind() { return impl_->server.bind(); }
 void ApiServer::serve() { impl_->server.serve(); }
 void ApiServer::stop() { impl_->server.stop(); }
+bool ApiServer::shutdown_gracefully(double drain_timeout_s) { return impl_->server.shutdown_gracefully(drain_timeout_s); }
 int ApiServer::port() const { return impl_->server.port(); }
+int ApiServer::open_connections() const { return impl_->server.open_connections(); }
 
 }  // namespace distllm::serve::api

@@ -3,10 +3,12 @@
 //   POST /v1/completions, POST /v1/chat/completions   (streaming SSE or not)
 //   GET  /v1/models, GET /health, GET /metrics
 //
-// Every HTTP request runs on one of cpp-httplib's worker threads; generation
-// requests submit to the engine and wait on their output queue, watching their
-// socket: a client that disconnects gets its requests aborted (their KV blocks
-// are freed by the next engine step). Errors are OpenAI error objects.
+// Connections are accepted and requests read by the front (http_front.h: one
+// event thread, read deadlines, connection caps, framing checks); each complete
+// request is answered by cpp-httplib on a worker thread. Generation requests
+// submit to the engine and wait on their output queue, watching their socket: a
+// client that disconnects gets its requests aborted (their KV blocks are freed by
+// the next engine step). Errors are OpenAI error objects.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,11 @@ struct ApiServerConfig {
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 2u << 20;
   int http_threads = 0;  // 0: enough for every running and queued request, plus 16
+  double header_timeout_s = 10;      // a request's head must arrive within this
+  double body_timeout_s = 30;        // and its body within this after the head
+  double keep_alive_timeout_s = 5;   // an idle connection between requests is closed after this
+  int max_connections = 4096;        // open connections at most; more get 503
+  int max_connections_per_ip = 512;  // from one client address; more get 503
   // Token ids that end every request (besides the tokenizer's EOS), e.g. from
   // generation_config.json's eos_token_id list.
   std::vector<int32_t> default_stop_token_ids;
@@ -40,10 +47,18 @@ class ApiServer {
 
   // Binds the listening socket and returns the port. Throws distllm::Error.
   int bind();
-  // Serves until stop(). Call bind() first.
+  // Serves until stop() or shutdown_gracefully(). Call bind() first.
   void serve();
+  // Stops at once: requests being answered finish, nothing new is read.
   void stop();
+  // Graceful shutdown (thread-safe; serve() returns at the end): new requests and
+  // /health get 503, requests in the engine may finish for up to drain_timeout_s,
+  // then the rest are ended (a stream gets a final event with an error and
+  // finish_reason "abort", then [DONE]). Returns true when everything finished in time.
+  bool shutdown_gracefully(double drain_timeout_s);
   int port() const;
+  // Connections open now (for tests and logs).
+  int open_connections() const;
 
  private:
   struct Impl;
