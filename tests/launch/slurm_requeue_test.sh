@@ -64,9 +64,20 @@ timeout 10 scancel --batch --signal=USR1 "$job" || fail "scancel failed"
 
 requeued() { [ "$(job_field "$job" Restarts)" = 1 ] && [ "$(job_field "$job" JobState)" = PENDING ]; }
 wait_for 60 "the job to be requeued" requeued
-# A requeued job waits for its BeginTime (about 2 minutes); start it now.
-timeout 10 scontrol update JobId="$job" StartTime=now || fail "scontrol update failed"
-done_ok() { [ "$(job_field "$job" JobState)" = COMPLETED ]; }
+# A requeued job waits for its BeginTime (about 2 minutes); start it sooner, but not
+# within the second of the requeue: slurmd refuses a job whose credential was revoked
+# (by the requeue) in the same second ("Job credential revoked").
+timeout 10 scontrol update JobId="$job" StartTime=now+3 || fail "scontrol update failed"
+done_ok() {
+  local state
+  state="$(job_field "$job" JobState)"
+  case "$state" in
+    COMPLETED) return 0 ;;
+    FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
+      show_state; fail "the requeued job ended as $state" ;;
+  esac
+  return 1
+}
 wait_for 180 "the requeued run to complete" done_ok
 
 out="$T/distllm-train-$job.out"

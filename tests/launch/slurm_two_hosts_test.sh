@@ -6,7 +6,6 @@
 # single process on 4x the batch within 1e-5.
 #   slurm_two_hosts_test.sh DISTLLM SOURCE_DIR
 set -euo pipefail
-D="$(realpath "$1")"
 SRC="$(realpath "$2")"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -19,6 +18,11 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+# Each fake host's slurmd has a /tmp of its own (the PMIx plugins would collide in a
+# shared one), so the job must not run a binary from /tmp (a build there, as in CI).
+mkdir -p "$T/bin"
+cp "$1" "$T/bin/distllm"
+D="$T/bin/distllm"
 fake_hosts_up
 NODES="$H1=$A1 $H2=$A2" bash "$SRC/deploy/slurm/local-cluster.sh" start "$T/cluster" 2 ||
   fail "the two-node Slurm cluster did not start"
