@@ -90,7 +90,7 @@ void MpiBackend::reduce_scatter(const Op& op, const OpContext& ctx) {
                                &req));
     wait(&req, ctx, "MPI_Ireduce_scatter");
     if (op.widen_out_f32) {
-      std::memcpy(op.out, wide_out_.data(), mine * sizeof(float));
+      if (mine > 0) std::memcpy(op.out, wide_out_.data(), mine * sizeof(float));
     } else {
       narrow_from_f32(wide_out_.data(), op.dtype, op.out, mine, op.reduce == ReduceOp::kAvg ? size_ : 1);
     }
@@ -107,7 +107,7 @@ void MpiBackend::reduce_scatter(const Op& op, const OpContext& ctx) {
   }
   DL_MPI(MPI_Ireduce_scatter(op.in, recv, icounts.data(), mpi_dtype(op.dtype), mpi_op(op.reduce), comm_, &req));
   wait(&req, ctx, "MPI_Ireduce_scatter");
-  if (in_place) std::memcpy(op.out, recv, mine * es);
+  if (in_place && mine > 0) std::memcpy(op.out, recv, mine * es);  // an empty share has no scratch (nullptr)
   if (op.reduce == ReduceOp::kAvg) divide_in_place(op.out, mine, op.dtype, size_);
 }
 
