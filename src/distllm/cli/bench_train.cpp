@@ -16,6 +16,7 @@
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/world_command.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/comm/world.h"
 #include "distllm/train/trainer.h"
@@ -194,20 +195,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   return 0;
 }
 
-int run_bench_train(Args& args) {
-  if (!comm::started_by_mpi_launcher()) return run_bench_train_impl(args, nullptr);
-  comm::ProcessGroupPtr world = comm::init_process_group();
-  int code = 0;
-  try {
-    code = run_bench_train_impl(args, world);
-  } catch (const Error& e) {
-    if (world->size() == 1) throw;
-    comm::abort(1, e.what());
-  }
-  world.reset();
-  comm::finalize();
-  return code;
-}
+int run_bench_train(Args& args) { return run_on_world(args, run_bench_train_impl); }
 
 DISTLLM_REGISTER_COMMAND("bench train",
                          "training throughput, MFU, communication hidden and memory per rank (any strategy, mpirun)",

@@ -17,6 +17,7 @@
 #include "distllm/base/memory_stats.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/world_command.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/cli/train_report.h"
 #include "distllm/comm/errors.h"
@@ -457,25 +458,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   return 0;
 }
 
-int run_train(Args& args) {
-  if (!comm::started_by_mpi_launcher()) return run_train_impl(args, nullptr);
-  comm::ProcessGroupPtr world = comm::init_process_group();
-  int code = 0;
-  try {
-    code = run_train_impl(args, world);
-  } catch (const comm::CommError& e) {
-    // Peers may be stuck in a collective that will never complete: end the job.
-    comm::abort(1, e.what());
-  } catch (const Error& e) {
-    // A collective error (bad flags, NaN) is thrown on every rank; a rank-local one
-    // must still end the job, or its peers would wait for it until the timeout.
-    if (world->size() == 1) throw;
-    comm::abort(1, e.what());
-  }
-  world.reset();
-  comm::finalize();
-  return code;
-}
+int run_train(Args& args) { return run_on_world(args, run_train_impl); }
 
 DISTLLM_REGISTER_COMMAND("train", "train a GPT-2 or Llama model (one process, or N ranks under mpirun/srun)",
                          run_train);

@@ -1,0 +1,17 @@
+// Commands that run on one process or, started by mpirun/srun, on every rank.
+#pragma once
+
+#include <functional>
+
+#include "distllm/cli/args.h"
+#include "distllm/comm/world.h"
+
+namespace distllm {
+
+// Without a launcher: body(args, nullptr). Under one: creates the world, runs the
+// body on every rank and finalizes MPI. An error on a rank of a multi-rank job ends
+// the whole job (MPI_Abort with the message), since its peers could otherwise wait
+// in a collective until the timeout; on a one-rank world it is thrown as usual.
+int run_on_world(Args& args, const std::function<int(Args&, const comm::ProcessGroupPtr&)>& body);
+
+}  // namespace distllm
