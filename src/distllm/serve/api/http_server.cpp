@@ -434,7 +434,8 @@ class Server {
         chunk["choices"] = Json::array({choice});
         if (!send(with_usage_null(chunk))) return false;
       }
-      if (d.finish == FinishReason::kStop || d.finish == FinishReason::kLength) {
+      if (d.finish != FinishReason::kNone) {
+        // The choice's last chunk: an empty delta with its finish_reason.
         Json choice = {{"index", i}};
         if (gen.chat) choice["delta"] = Json::object();
         else choice["text"] = "";
@@ -442,21 +443,13 @@ class Server {
         choice["finish_reason"] = finish_json(d.finish);
         Json chunk = gen.chunk_base();
         chunk["choices"] = Json::array({choice});
-        if (!send(with_usage_null(chunk))) return false;
-      } else if (d.finish != FinishReason::kNone) {
-        // Ended by the server (shutdown, model error): one last chunk carries both
-        // the choice's finish_reason and the error, so clients neither hang nor
-        // see a bare connection close.
-        bool aborted = d.finish == FinishReason::kAbort;
-        Json choice = {{"index", i}};
-        if (gen.chat) choice["delta"] = Json::object();
-        else choice["text"] = "";
-        choice["logprobs"] = nullptr;
-        choice["finish_reason"] = finish_json(d.finish);
-        Json chunk = gen.chunk_base();
-        chunk["choices"] = Json::array({choice});
-        chunk["error"] = error_body(aborted ? 503 : 500, gen.errors[i], "",
-                                    aborted ? "server_shutting_down" : "generation_failed")["error"];
+        if (d.finish != FinishReason::kStop && d.finish != FinishReason::kLength) {
+          // Ended by the server (shutdown, model error): the same chunk carries the
+          // error, so clients neither hang nor see a bare connection close.
+          bool aborted = d.finish == FinishReason::kAbort;
+          chunk["error"] = error_body(aborted ? 503 : 500, gen.errors[i], "",
+                                      aborted ? "server_shutting_down" : "generation_failed")["error"];
+        }
         if (!send(with_usage_null(chunk))) return false;
       }
     }
