@@ -55,9 +55,75 @@ TokenLogprob compute_logprobs(std::span<const float> logits, int32_t chosen, int
   return out;
 }
 
-SampleResult sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t step,
-                          SamplerScratch& scratch) {
-  check_finite(logits);
+namespace {
+
+bool allowed_by_mask(std::span<const uint32_t> mask, size_t id) {
+  return (mask[id / 32] >> (id % 32)) & 1u;
+}
+
+// Steps 1-3 of the processing order (sampler.h) into scratch.processed. Returns the
+// row to sample from: the raw logits when nothing applies (the common case costs no
+// copy).
+std::span<const float> process_logits(std::span<const float> logits, const SamplingParams& params,
+                                      const SequenceContext& seq, SamplerScratch& scratch) {
+  const size_t vocab = logits.size();
+  const bool masked = !seq.allowed.empty();
+  if (!masked && seq.suppressed.empty() && params.logit_bias.empty() && !params.has_penalties()) return logits;
+  DL_CHECK(!masked || seq.allowed.size() * 32 >= vocab, "allowed-token mask has %zu words, vocabulary needs %zu",
+           seq.allowed.size(), (vocab + 31) / 32);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float>& out = scratch.processed;
+  out.assign(logits.begin(), logits.end());
+  if (masked)
+    for (size_t i = 0; i < vocab; ++i)
+      if (!allowed_by_mask(seq.allowed, i)) out[i] = kNegInf;
+  for (int32_t id : seq.suppressed)
+    if (id >= 0 && static_cast<size_t>(id) < vocab) out[static_cast<size_t>(id)] = kNegInf;
+  for (const auto& [id, bias] : params.logit_bias) {
+    DL_CHECK(id >= 0 && static_cast<size_t>(id) < vocab, "logit_bias names token %d outside the vocabulary of %zu",
+             id, vocab);
+    out[static_cast<size_t>(id)] += bias;
+  }
+  if (params.has_penalties()) {
+    // Occurrence counts of the generated tokens; the prompt's tokens only mark
+    // "seen" for the repetition penalty (-1 = seen in the prompt only).
+    std::vector<int32_t>& counts = scratch.counts;
+    counts.assign(vocab, 0);
+    for (int32_t id : seq.generated)
+      if (id >= 0 && static_cast<size_t>(id) < vocab) ++counts[static_cast<size_t>(id)];
+    if (params.repetition_penalty != 1.0f) {
+      const float r = params.repetition_penalty;
+      auto penalize = [&](size_t id) { out[id] = out[id] > 0.0f ? out[id] / r : out[id] * r; };
+      for (size_t id = 0; id < vocab; ++id)
+        if (counts[id] > 0) penalize(id);
+      for (int32_t id : seq.prompt) {
+        if (id < 0 || static_cast<size_t>(id) >= vocab) continue;
+        const size_t u = static_cast<size_t>(id);
+        if (counts[u] == 0) {
+          penalize(u);
+          counts[u] = -1;  // penalized once, however often the prompt repeats it
+        }
+      }
+    }
+    if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) {
+      for (size_t id = 0; id < vocab; ++id) {
+        if (counts[id] <= 0) continue;
+        out[id] -= static_cast<float>(counts[id]) * params.frequency_penalty + params.presence_penalty;
+      }
+    }
+  }
+  bool any_finite = false;
+  for (float x : out) any_finite = any_finite || std::isfinite(x);
+  DL_CHECK(any_finite, "no token is allowed: the mask, suppressed tokens and logit_bias left no finite logit");
+  return out;
+}
+
+}  // namespace
+
+SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params, uint64_t step,
+                          SamplerScratch& scratch, const SequenceContext& seq) {
+  check_finite(raw_logits);
+  const std::span<const float> logits = process_logits(raw_logits, params, seq, scratch);
   SampleResult result;
   const size_t vocab = logits.size();
   if (params.greedy()) {
@@ -74,6 +140,7 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
                         ByValueDesc{logits.data()});
     }
     // Softmax of logits / temperature over the candidates (indexed by token id).
+    // A -inf logit (masked) gets probability 0.
     std::vector<float>& probs = scratch.probs;
     probs.assign(vocab, 0.0f);
     float mx = -std::numeric_limits<float>::infinity();
@@ -84,6 +151,23 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
       size_t id = static_cast<size_t>(order[i]);
       probs[id] = std::exp((logits[id] - mx) * inv_t);
       total += probs[id];
+    }
+    // Min-p: drop every candidate below min_p times the most likely one's
+    // probability (the most likely has exp(0) = 1 after the shift by mx).
+    if (params.min_p > 0.0f) {
+      const float floor_p = params.min_p;
+      size_t kept = 0;
+      total = 0.0;
+      for (size_t i = 0; i < count; ++i) {
+        const size_t id = static_cast<size_t>(order[i]);
+        if (probs[id] >= floor_p) {
+          order[kept++] = order[i];
+          total += probs[id];
+        } else {
+          probs[id] = 0.0f;
+        }
+      }
+      count = kept;
     }
     // Top-p: the smallest most-likely-first prefix whose mass reaches top_p. Sort
     // lazily in growing windows: peaked distributions never need a full sort.
@@ -126,7 +210,7 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
   }
   if (params.logprobs >= 0) {
     result.has_logprobs = true;
-    result.logprobs = compute_logprobs(logits, result.token, params.logprobs);
+    result.logprobs = compute_logprobs(raw_logits, result.token, params.logprobs);
   }
   return result;
 }
