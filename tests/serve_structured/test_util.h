@@ -38,7 +38,13 @@ inline bool random_walk(GrammarMatcher& m, std::mt19937& rng, std::string& out, 
     for (int b = 0; b < 256; ++b)
       if (next.test(static_cast<uint8_t>(b))) choices.push_back(static_cast<uint8_t>(b));
     if (choices.empty()) return false;  // cannot happen: every state can complete
-    uint8_t b = choices[std::uniform_int_distribution<size_t>(0, choices.size() - 1)(rng)];
+    // Sometimes pick among the bytes that close strings and containers, which keeps
+    // documents short.
+    std::vector<uint8_t> punct;
+    for (uint8_t c : choices)
+      if (c == '"' || c == ']' || c == '}') punct.push_back(c);
+    const auto& pool = !punct.empty() && std::uniform_real_distribution<double>(0, 1)(rng) < 0.3 ? punct : choices;
+    uint8_t b = pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)];
     std::string one(1, static_cast<char>(b));
     if (!m.accept_bytes(one)) return false;
     out += one;

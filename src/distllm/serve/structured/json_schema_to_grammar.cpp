@@ -105,7 +105,8 @@ class Converter {
 
   // The shared rules of plain JSON, defined on first use.
   Expr basic(const std::string& name) {
-    if (!builder_.defined(name)) {
+    // Mark before building: "value" and "object" refer to each other.
+    if (basics_.insert(name).second) {
       if (name == "ws") {
         builder_.define(name, Expr::optional(Expr::literal(" ")));
       } else if (name == "char") {
@@ -404,7 +405,11 @@ class Converter {
         return named(Expr::seq({open, Expr::optional(Expr::seq({pair, Expr::star(Expr::seq({Expr::literal(","), basic("ws"), pair}))})), close}),
                      "map");
       }
-      return Expr::literal("{}");
+      // No properties at all: any object, unless additional ones are forbidden.
+      if (s.contains("additionalProperties") && s["additionalProperties"].is_boolean() &&
+          !s["additionalProperties"].get<bool>())
+        return Expr::literal("{}");
+      return basic("object");
     }
     // after[i]: properties i.. when something was written before (each preceded by
     // ","); first[i]: properties i.. when nothing was written yet.
@@ -455,6 +460,7 @@ class Converter {
   const json& root_;
   GrammarBuilder builder_;
   std::map<std::string, std::string> refs_;
+  std::set<std::string> basics_;
   int counter_ = 0;
 };
 

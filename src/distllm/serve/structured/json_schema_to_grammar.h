@@ -8,8 +8,9 @@
 //   schema as text or as nlohmann::ordered_json); required ones always, optional ones
 //   may be left out. No other properties are written, whatever additionalProperties
 //   says (extra keys are optional under the schema, so leaving them out stays valid),
-//   except that an object with no "properties" and an additionalProperties schema is
-//   a map of string keys to values of that schema.
+//   except for objects with no "properties" (and no "required"): an additionalProperties
+//   schema makes them a map of string keys to values of that schema, false makes them
+//   {}, and otherwise they are any JSON object.
 // - Numbers: at most 15 integer digits (exact in a double), 15 fraction digits and a
 //   two-digit exponent, so a value always parses to a finite number. Integer
 //   minimum/maximum/exclusiveMinimum/exclusiveMaximum are exact (a digit-range
