@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/chat_template.h"
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/jinja/chat_template.h"
+#include "distllm/serve/jinja/template_json.h"
 
 namespace distllm::serve {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/io/file_util.h"
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/jinja/template_json.h"
 
 namespace distllm::serve {
 namespace {

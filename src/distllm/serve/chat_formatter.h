@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/chat_template.h"
+#include "distllm/serve/jinja/chat_template.h"
 
 namespace distllm::serve {
 
