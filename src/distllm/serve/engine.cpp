@@ -1,5 +1,7 @@
 #include "distllm/serve/engine.h"
 
+#include "distllm/serve/structured/matcher.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -75,6 +77,10 @@ struct Engine::RequestState {
   bool scheduled = false;
   int cached_tokens = 0;
   std::vector<int32_t> min_tokens_suppressed;  // EOS (unless ignored) and stop ids
+  // Structured output: the grammar's state and the allowed-token mask for the next
+  // sample (one buffer per request: rows are sampled in parallel).
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  std::vector<uint32_t> grammar_mask;
 
   // What the sampler sees of this sequence for its next token.
   SequenceContext sampling_context() const {
@@ -83,6 +89,7 @@ struct Engine::RequestState {
     c.prompt = all.first(static_cast<size_t>(seq.num_prompt_tokens));
     c.generated = all.subspan(static_cast<size_t>(seq.num_prompt_tokens));
     if (seq.num_generated() < req.min_tokens) c.suppressed = min_tokens_suppressed;
+    if (matcher) c.allowed = grammar_mask;
     return c;
   }
 };
@@ -196,6 +203,11 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
       st->detok->set_stops_armed(false);
       if (!st->req.ignore_eos && codec_.eos_token_id() >= 0) st->min_tokens_suppressed.push_back(codec_.eos_token_id());
       for (int32_t t : st->req.stop_token_ids) st->min_tokens_suppressed.push_back(t);
+    }
+    if (st->req.grammar) {
+      st->matcher = std::make_unique<structured::GrammarMatcher>(st->req.grammar);
+      size_t words = (static_cast<size_t>(runner_.vocab_size()) + 31) / 32;
+      st->grammar_mask.assign(std::max(words, st->req.grammar->mask_words()), 0);
     }
     st->arrival = now;
     ids.push_back(st->seq.id);
@@ -354,6 +366,16 @@ void Engine::process_sample(RequestState& st, const SampleResult& sample, double
   const auto& stop_ids = st.req.stop_token_ids;
   const bool is_eos = !st.req.ignore_eos && token == codec_.eos_token_id();
   const bool is_stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  // Structured output: the grammar follows every token; once only EOS could
+  // follow, the output is complete.
+  bool grammar_complete = false;
+  if (st.matcher) {
+    if (!st.matcher->accept_token(token)) {
+      finish(st, FinishReason::kError, "internal error: a sampled token does not fit the request's grammar");
+      return;
+    }
+    grammar_complete = st.matcher->only_eos() || st.matcher->is_terminated();
+  }
   // A stop token's text is not part of the output, except a stop_token_ids token
   // with include_stop_str_in_output (as vLLM does it; EOS never has text).
   if (is_eos || (is_stop_id && !st.req.include_stop_str_in_output)) {
@@ -365,6 +387,7 @@ void Engine::process_sample(RequestState& st, const SampleResult& sample, double
     if (sample.has_logprobs) d.logprobs.push_back(sample.logprobs);
     if (o.stopped || is_stop_id) reason = FinishReason::kStop;
   }
+  if (reason == FinishReason::kNone && grammar_complete) reason = FinishReason::kStop;
   if (reason == FinishReason::kNone &&
       (st.seq.num_generated() >= st.req.max_tokens || static_cast<int64_t>(st.seq.tokens.size()) >= max_model_len_)) {
     reason = FinishReason::kLength;
@@ -438,8 +461,9 @@ void Engine::step() {
     for (int64_t r = lo; r < hi; ++r) {
       const size_t i = static_cast<size_t>(r);
       std::span<const float> row_logits(logits.data() + i * vocab, vocab);
-      const RequestState& st = *row_state[i];
+      RequestState& st = *row_state[i];
       try {
+        if (st.matcher) st.matcher->fill_next_token_bitmask(st.grammar_mask);
         samples[i] = sample_token(row_logits, st.req.sampling, static_cast<uint64_t>(st.seq.num_generated()),
                                   scratch_[static_cast<size_t>(t)], st.sampling_context());
       } catch (const std::exception& e) {

@@ -27,6 +27,7 @@
 #include "distllm/serve/model_runner.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/scheduler.h"
+#include "distllm/serve/structured/compiler.h"
 #include "distllm/serve/text_codec.h"
 
 namespace distllm::serve {
@@ -67,6 +68,9 @@ struct GenerationRequest {
   // this many tokens were generated (vLLM's min_tokens).
   int min_tokens = 0;
   bool include_stop_str_in_output = false;  // the matched stop string ends the text
+  // Structured output: every sampled token must fit this grammar (compiled against
+  // the codec's vocabulary); the request stops when only EOS could follow.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

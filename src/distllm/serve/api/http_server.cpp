@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "distllm/base/log.h"
@@ -13,6 +14,7 @@
 #include "distllm/serve/api/http_front.h"
 #include "distllm/serve/api/openai_protocol.h"
 #include "distllm/serve/api/peer_socket.h"
+#include "distllm/serve/structured/structured.h"
 
 namespace distllm::serve::api {
 namespace {
@@ -294,6 +296,40 @@ class Server {
     }
   }
 
+  // The grammar compiler for this server's vocabulary, built on first use. Special
+  // tokens (EOS and the model's stop tokens) get no bytes: a grammar never allows
+  // them as text, and EOS only where the grammar may end.
+  structured::GrammarCompiler& grammar_compiler() {
+    std::call_once(compiler_once_, [&] {
+      const TextCodec& codec = engine_.codec();
+      std::vector<std::string> bytes(static_cast<size_t>(codec.vocab_size()));
+      for (int32_t i = 0; i < codec.vocab_size(); ++i) bytes[static_cast<size_t>(i)] = codec.token_bytes(i);
+      for (int32_t id : config_.default_stop_token_ids)
+        if (id >= 0 && id < codec.vocab_size()) bytes[static_cast<size_t>(id)].clear();
+      int32_t eos = codec.eos_token_id();
+      if (eos < 0 || eos >= codec.vocab_size()) {
+        // No EOS: a grammar then ends a request when only EOS could follow.
+        bytes.emplace_back();
+        eos = static_cast<int32_t>(bytes.size() - 1);
+      }
+      compiler_ = std::make_unique<structured::GrammarCompiler>(std::move(bytes), eos);
+    });
+    return *compiler_;
+  }
+
+  // Compiles the request's structured-output constraint (cached by text) and hands
+  // it to every choice; a grammar that does not compile is a 400 naming the field.
+  void attach_grammar(const SamplingFields& s, std::vector<GenerationRequest>& reqs) {
+    if (!s.structured) return;
+    std::shared_ptr<const structured::CompiledGrammar> g;
+    try {
+      g = grammar_compiler().compile(*s.structured);
+    } catch (const structured::GrammarError& e) {
+      throw ApiError(400, std::string("invalid '") + s.structured_param + "': " + e.what(), s.structured_param);
+    }
+    for (auto& r : reqs) r.grammar = g;
+  }
+
   void prepare(const httplib::Request& req, Generation& gen, bool chat) {
     Json body = parse_body(req.body);
     const TextCodec& codec = engine_.codec();
@@ -322,6 +358,7 @@ class Server {
       if (!r.sampling.ignore_eos)
         for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
       reqs = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs ? r.top_logprobs : -1);
+      attach_grammar(r.sampling, reqs);
       gen.prompt_lens.push_back(len);
       gen.n = r.sampling.n;
       gen.stream = r.stream;
@@ -334,6 +371,7 @@ class Server {
         std::vector<int32_t> tokens = p.is_text ? codec.encode(p.text) : p.tokens;
         int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens) : 16;  // OpenAI's default
         auto more = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs);
+        attach_grammar(r.sampling, more);
         for (auto& g : more) reqs.push_back(std::move(g));
         gen.prompt_lens.push_back(static_cast<int64_t>(tokens.size()));
       }
@@ -522,6 +560,8 @@ class Server {
 
   Engine& engine_;
   const ChatFormatter& chat_;
+  std::once_flag compiler_once_;
+  std::unique_ptr<structured::GrammarCompiler> compiler_;
   ServeMetrics& metrics_;
   ApiServerConfig config_;
   int64_t started_;
