@@ -105,6 +105,34 @@ TEST(StructuredOutput, RegexChoiceGrammarAndJsonObject) {
   }
 }
 
+TEST(StructuredOutput, ForcedToolCallsAlwaysParse) {
+  Server s;
+  Json params = {{"type", "object"},
+                 {"properties", {{"city", {{"type", "string"}, {"maxLength", 8}}}, {"days", {{"type", "integer"}, {"minimum", 1}, {"maximum", 7}}}}},
+                 {"required", {"city", "days"}}};
+  Json tools = Json::array({{{"type", "function"}, {"function", {{"name", "forecast"}, {"parameters", params}}}},
+                            {{"type", "function"}, {"function", {{"name", "now"}, {"parameters", {{"type", "object"}, {"properties", Json::object()}}}}}}});
+  structured::testing_util::SchemaChecker checker(nlohmann::json::parse(params.dump()));
+  for (int seed = 0; seed < 6; ++seed) {
+    for (Json choice : {Json("required"), Json{{"type", "function"}, {"function", {{"name", "forecast"}}}}}) {
+      Json body = chat_request("weather?", 300, {{"temperature", 1.0}, {"seed", seed}, {"tools", tools}, {"tool_choice", choice}});
+      HttpResult r = s.client.post("/v1/chat/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      Json c = Json::parse(r.body)["choices"][0];
+      ASSERT_TRUE(c["message"].contains("tool_calls")) << c.dump();
+      ASSERT_FALSE(c["message"]["tool_calls"].empty()) << c.dump();
+      for (auto& call : c["message"]["tool_calls"]) {
+        nlohmann::json args = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
+        if (call["function"]["name"] == "forecast") EXPECT_EQ(checker.check(args), "") << args.dump();
+      }
+    }
+  }
+  Json rf = {{"type", "json_object"}};
+  expect_error(s.client.post("/v1/chat/completions",
+                             chat_request("x", 5, {{"tools", tools}, {"tool_choice", "required"}, {"response_format", rf}}).dump()),
+               400, "cannot be combined with a forced 'tool_choice'");
+}
+
 TEST(StructuredOutput, BadConstraintsAre400sNamingTheField) {
   Server s;
   HttpResult r = s.client.post("/v1/completions",

@@ -344,6 +344,15 @@ class Server {
       ChatRequest r = parse_chat_request(body);
       check_model(r.model);
       gen.tools = parse_tool_use(body, config_.tool_call_format);
+      // A forced call (tool_choice "required" or a named function) holds the output
+      // to its JSON schema, so the calls always parse.
+      if (std::optional<Json> schema = tool_output_schema(gen.tools)) {
+        if (r.sampling.structured)
+          throw ApiError(400, "'" + r.sampling.structured_param + "' cannot be combined with a forced 'tool_choice'",
+                         r.sampling.structured_param);
+        r.sampling.structured = structured::GrammarSpec::json_schema(schema->dump());
+        r.sampling.structured_param = "tool_choice";
+      }
       std::string prompt;
       try {
         prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
