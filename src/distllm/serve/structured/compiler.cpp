@@ -74,6 +74,8 @@ class EntryBuilder {
     size_t max_len = 0;
     for (size_t i = 0; i < vocab_.size(); ++i) max_len = std::max(max_len, vocab_.token(static_cast<int32_t>(i)).size());
     sets_.assign(max_len + 2, {});
+    memo_.assign(max_len + 2, {});
+    accepts_.assign(max_len + 2, {});
     sets_[0] = {top};
     walk(0, 0, false);
     std::sort(entry_.uncertain.begin(), entry_.uncertain.end());
@@ -95,14 +97,49 @@ class EntryBuilder {
 
   // `uncertain`: some shorter prefix already popped below the known frames, so a
   // token rejected by the known frames may still fit the real stack.
+  //
+  // Matching byte b from a stack set depends only on which stacks accept b, not on b
+  // itself, so sibling edges with the same acceptance pattern share one expansion
+  // (in a JSON string, every ordinary ASCII byte leads to the same set).
   void walk(uint32_t trie_node, size_t depth, bool uncertain) {
     const auto& node = vocab_.nodes()[trie_node];
+    const auto& g = arena_.grammar();
+    size_t mark = arena_.size();
+    auto& memo = memo_[depth];
+    size_t used = 0;  // memo entries in use (kept allocated across calls)
+    const bool can_memo = sets_[depth].size() <= 64;
+    auto& accepts = accepts_[depth];  // each stack's byte set, looked up once
+    accepts.clear();
+    for (int32_t id : sets_[depth]) accepts.push_back(&g.sets[g.code[arena_.node(id).pos]]);
     for (uint32_t e = node.first_edge; e < node.first_edge + node.num_edges; ++e) {
       const auto& edge = vocab_.edges()[e];
       const auto& child = vocab_.nodes()[edge.child];
-      size_t mark = arena_.size();
+      uint64_t sig = 0;
+      bool any = false;
+      for (size_t i = 0; i < accepts.size(); ++i) {
+        if (accepts[i]->test(edge.byte)) {
+          any = true;
+          if (can_memo) sig |= uint64_t{1} << i;
+        }
+      }
       Reach reach;
-      arena_.advance(sets_[depth], edge.byte, sets_[depth + 1], reach);
+      if (!any) {
+        sets_[depth + 1].clear();
+      } else if (can_memo) {
+        size_t k = 0;
+        while (k < used && memo[k].sig != sig) ++k;
+        if (k == used) {
+          if (used == memo.size()) memo.emplace_back();
+          ++used;
+          memo[k].sig = sig;
+          memo[k].reach = Reach{};
+          arena_.advance(sets_[depth], edge.byte, memo[k].set, memo[k].reach);
+        }
+        sets_[depth + 1] = memo[k].set;
+        reach = memo[k].reach;
+      } else {
+        arena_.advance(sets_[depth], edge.byte, sets_[depth + 1], reach);
+      }
       bool alive = !sets_[depth + 1].empty();
       if (alive || reach.root || reach.unknown)
         accept_range(child.own_begin, child.own_end);
@@ -110,12 +147,21 @@ class EntryBuilder {
         uncertain_range(child.own_begin, child.own_end);
       bool below = uncertain || reach.unknown;
       if (alive)
-        walk(edge.child, depth + 1, below);
+        walk(edge.child, depth + 1, below);  // truncates what it pushes
       else if (below)
         uncertain_range(child.own_end, child.subtree_end);
-      arena_.truncate(mark);
+      if (!can_memo) arena_.truncate(mark);
     }
+    arena_.truncate(mark);
   }
+
+  struct Memo {
+    uint64_t sig = 0;
+    std::vector<int32_t> set;
+    Reach reach;
+  };
+  std::vector<std::vector<Memo>> memo_;
+  std::vector<std::vector<const ByteSet*>> accepts_;
 
   StackArena arena_;
   const Vocabulary& vocab_;
