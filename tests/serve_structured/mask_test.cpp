@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -248,6 +249,48 @@ TEST(TokenMask, Gpt2VocabularyMatchesBruteForceAndTiming) {
   }
   std::printf("[gpt2 mask] compile %.1f ms (reported %.1f ms); mask cache entries %zu\n", compile_ms,
               g->compile_seconds() * 1e3, g->mask_cache_size());
+}
+
+}  // namespace
+}  // namespace distllm::structured
+
+namespace distllm::structured {
+namespace {
+
+// HTTP threads compile while engine threads fill masks over the same grammars (the
+// mask cache is shared): every thread's masks must equal a single-threaded run's.
+TEST(TokenMask, ConcurrentCompileAndMatch) {
+  auto v = small_vocab();
+  const std::vector<GrammarSpec> specs = {GrammarSpec::json_object(), GrammarSpec::regex("(a|é)+[0-2]{1,3}"),
+                                          GrammarSpec::json_schema(R"({"type":"array","items":{"type":"integer"}})")};
+  auto run = [&](GrammarCompiler& compiler, size_t which, uint32_t seed) {
+    GrammarMatcher m(compiler.compile(specs[which]));
+    std::mt19937 rng(seed);
+    std::vector<std::vector<uint32_t>> masks;
+    std::vector<uint32_t> mask(m.mask_words());
+    for (int s = 0; s < 30 && !m.is_terminated(); ++s) {
+      m.fill_next_token_bitmask(mask);
+      masks.push_back(mask);
+      std::vector<int32_t> allowed;
+      for (size_t t = 0; t < v.size(); ++t)
+        if (bit(mask, t)) allowed.push_back(static_cast<int32_t>(t));
+      if (allowed.empty()) break;
+      m.accept_token(allowed[rng() % allowed.size()]);
+    }
+    return masks;
+  };
+  std::vector<std::vector<std::vector<uint32_t>>> expected;
+  for (size_t i = 0; i < 12; ++i) {
+    GrammarCompiler alone(v, static_cast<int32_t>(v.size() - 1));
+    expected.push_back(run(alone, i % specs.size(), static_cast<uint32_t>(i)));
+  }
+  GrammarCompiler shared(v, static_cast<int32_t>(v.size() - 1), 8);
+  std::vector<std::vector<std::vector<uint32_t>>> got(12);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < 12; ++i)
+    threads.emplace_back([&, i] { got[i] = run(shared, i % specs.size(), static_cast<uint32_t>(i)); });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(got[i], expected[i]) << i;
 }
 
 }  // namespace
