@@ -323,7 +323,12 @@ class Server {
     if (!s.structured) return;
     std::shared_ptr<const structured::CompiledGrammar> g;
     try {
-      g = grammar_compiler().compile(*s.structured);
+      structured::GrammarCompiler& compiler = grammar_compiler();
+      size_t hits = compiler.cache_hits();
+      g = compiler.compile(*s.structured);
+      if (compiler.cache_hits() == hits)  // a new grammar (racy count: only for the log)
+        LOG_INFO("structured output: compiled a %s grammar (%zu rules) in %.1f ms",
+                 structured::grammar_kind_name(s.structured->kind), g->grammar().rules.size(), g->compile_seconds() * 1e3);
     } catch (const structured::GrammarError& e) {
       throw ApiError(400, std::string("invalid '") + s.structured_param + "': " + e.what(), s.structured_param);
     }
