@@ -19,17 +19,6 @@ using namespace kernels;
 
 namespace {
 
-// [rows, cols] -> [cols, rows]
-void transpose(const float* in, float* out, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 32;
-  int64_t tiles = (rows + kTile - 1) / kTile;
-  parallel_for(0, tiles, [&](int64_t t) {
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = t * kTile; r < std::min(rows, (t + 1) * kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
-  });
-}
-
 }  // namespace
 
 InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
@@ -37,13 +26,9 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
   const ParamLayout& layout = model_->layout();
   float* base = const_cast<float*>(model_->params());  // views only; never written
   const int C = cfg_.n_embd;
-  // GPT-2 stores Conv1D weights as [in, out]; pack wants [out, in].
-  std::vector<float> scratch;
+  // GPT-2 stores Conv1D weights as [in, out], Llama as [out, in].
   auto pack = [&](const float* w, int in, int out) {
-    if (!cfg_.is_gpt2()) return PackedLinear(w, out, in);
-    scratch.resize(static_cast<size_t>(in) * out);
-    transpose(w, scratch.data(), in, out);
-    return PackedLinear(scratch.data(), out, in);
+    return cfg_.is_gpt2() ? PackedLinear::from_transposed(w, out, in) : PackedLinear(w, out, in);
   };
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
