@@ -40,7 +40,7 @@ struct Sim {
     }
     sched.on_step_done(out);
     for (const auto& c : out.chunks) {
-      if (!c.need_logits) continue;
+      if (c.num_logits == 0) continue;
       Sequence* s = c.seq;
       s->tokens.push_back(static_cast<int32_t>(7 + s->tokens.size()));
       if (s->num_generated() >= target[s->id - 1]) sched.finish(s);
@@ -67,7 +67,7 @@ TEST(Scheduler, ChunksLongPrefillsAndServesDecodesFirst) {
   auto out = sim.step();
   ASSERT_EQ(out.chunks.size(), 1u);
   EXPECT_EQ(out.chunks[0].num_tokens, 3);
-  EXPECT_TRUE(out.chunks[0].need_logits);
+  EXPECT_EQ(out.chunks[0].num_logits, 1);
   Sequence* b = sim.add(prompt_of(20, 1), 2);
   out = sim.step();
   ASSERT_EQ(out.chunks.size(), 2u);
@@ -75,14 +75,14 @@ TEST(Scheduler, ChunksLongPrefillsAndServesDecodesFirst) {
   EXPECT_EQ(out.chunks[0].num_tokens, 1);
   EXPECT_EQ(out.chunks[1].seq, b);
   EXPECT_EQ(out.chunks[1].num_tokens, 7);  // the rest of the budget
-  EXPECT_FALSE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 0);
   EXPECT_EQ(out.num_batched_tokens, 8);
   out = sim.step();
   EXPECT_EQ(out.chunks[1].num_tokens, 7);
-  EXPECT_FALSE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 0);
   out = sim.step();
   EXPECT_EQ(out.chunks[1].num_tokens, 6);  // 20 = 7 + 7 + 6
-  EXPECT_TRUE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 1);
   EXPECT_EQ(b->num_generated(), 1);
   sim.run_to_completion(100);
   EXPECT_EQ(a->status, SeqStatus::kFinished);

@@ -41,7 +41,10 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
   for (const auto& c : batch) {
     DL_CHECK(c.request_id != fail_id_.load(), "test runner: injected failure for request %llu",
              static_cast<unsigned long long>(c.request_id));
-    need += c.need_logits ? 1 : 0;
+    DL_CHECK(c.num_logits >= 0 && c.num_logits <= static_cast<int>(c.tokens.size()),
+             "test runner: request %llu asks for %d logits rows of a %zu-token chunk",
+             static_cast<unsigned long long>(c.request_id), c.num_logits, c.tokens.size());
+    need += static_cast<size_t>(c.num_logits);
   }
   logits.assign(need * static_cast<size_t>(options_.vocab_size), 0.0f);
   size_t row = 0;
@@ -57,7 +60,7 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
       DL_CHECK(block >= 0 && block < num_blocks_, "test runner: block id %d out of range", block);
       return slots_[static_cast<size_t>(block) * block_size_ + static_cast<size_t>(pos % block_size_)];
     };
-    uint64_t last = 0;
+    const int32_t n = static_cast<int32_t>(c.tokens.size());
     for (int32_t i = 0; i < static_cast<int32_t>(c.tokens.size()); ++i) {
       int32_t pos = c.start_pos + i;
       uint64_t digest = 0x1234;
@@ -70,9 +73,8 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
       Slot& own = slot_of(pos);
       own.pos = pos;
       own.value = value_at(c.tokens[static_cast<size_t>(i)], pos, digest);
-      last = own.value;
+      if (i >= n - c.num_logits) logits_for(own.value, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
     }
-    if (c.need_logits) logits_for(last, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
   }
   steps_++;
   int seqs = static_cast<int>(batch.size());
