@@ -21,7 +21,7 @@ uint64_t TestRunner::value_at(int32_t token, int32_t pos, uint64_t digest) {
   return mix64(digest ^ mix64((static_cast<uint64_t>(static_cast<uint32_t>(token)) << 32) | static_cast<uint32_t>(pos)));
 }
 
-void TestRunner::logits_for(uint64_t value, float* out) const {
+void TestRunner::logits_for(uint64_t value, int32_t copy_token, float* out) const {
   for (int t = 0; t < options_.vocab_size; ++t) {
     float u = static_cast<float>(mix64(value ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1))) >> 40) / 16777216.0f;
     // Printable ASCII is likelier, so greedy text is readable; other bytes still
@@ -31,6 +31,10 @@ void TestRunner::logits_for(uint64_t value, float* out) const {
   if (options_.eos_token >= 0 && options_.eos_token < options_.vocab_size) {
     bool eos = options_.eos_permille > 0 && static_cast<int>(mix64(value) % 1000) < options_.eos_permille;
     out[options_.eos_token] = eos ? 10.0f : -20.0f;
+  }
+  if (options_.copy_period > 0 && copy_token >= 0 &&
+      static_cast<int>((mix64(value) >> 20) % 1000) >= options_.copy_break_permille) {
+    out[copy_token] += 8.0f;
   }
 }
 
@@ -72,8 +76,19 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
       }
       Slot& own = slot_of(pos);
       own.pos = pos;
-      own.value = value_at(c.tokens[static_cast<size_t>(i)], pos, digest);
-      if (i >= n - c.num_logits) logits_for(own.value, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
+      own.token = c.tokens[static_cast<size_t>(i)];
+      own.value = value_at(own.token, pos, digest);
+      if (i >= n - c.num_logits) {
+        int32_t copy_token = -1;
+        const int32_t src = pos + 1 - options_.copy_period;
+        if (options_.copy_period > 0 && src >= 0) {
+          const Slot& s = slot_of(src);
+          DL_CHECK(s.pos == src, "test runner: request %llu position %d reads a slot holding position %d",
+                   static_cast<unsigned long long>(c.request_id), src, s.pos);
+          copy_token = s.token;
+        }
+        logits_for(own.value, copy_token, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
+      }
     }
   }
   steps_++;
@@ -98,7 +113,9 @@ std::vector<float> TestRunner::reference_logits(const std::vector<int32_t>& toke
     values.push_back(value_at(tokens[p], static_cast<int32_t>(p), digest));
   }
   std::vector<float> out(static_cast<size_t>(options_.vocab_size));
-  logits_for(values.back(), out.data());
+  const int64_t src = static_cast<int64_t>(tokens.size()) - options_.copy_period;
+  const int32_t copy_token = options_.copy_period > 0 && src >= 0 ? tokens[static_cast<size_t>(src)] : -1;
+  logits_for(values.back(), copy_token, out.data());
   return out;
 }
 
