@@ -351,5 +351,110 @@ TEST(Engine, StoppedEngineRefusesWith503) {
   }
 }
 
+// Greedy decoding with penalties, computed directly: the runner's unpaged logits,
+// then presence/frequency/repetition by their definitions (sampler.h).
+std::vector<int32_t> reference_penalized_greedy(const TestRunner& runner, const std::vector<int32_t>& prompt, int n,
+                                                const SamplingParams& p) {
+  std::vector<int32_t> tokens = prompt;
+  std::vector<int32_t> out;
+  for (int k = 0; k < n; ++k) {
+    std::vector<float> l = runner.reference_logits(tokens);
+    for (size_t id = 0; id < l.size(); ++id) {
+      const auto count = std::count(out.begin(), out.end(), static_cast<int32_t>(id));
+      const bool in_prompt = std::find(prompt.begin(), prompt.end(), static_cast<int32_t>(id)) != prompt.end();
+      if (count > 0 || in_prompt) l[id] = l[id] > 0 ? l[id] / p.repetition_penalty : l[id] * p.repetition_penalty;
+      if (count > 0) l[id] -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+    }
+    const int32_t next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    tokens.push_back(next);
+    out.push_back(next);
+  }
+  return out;
+}
+
+// The engine hands the sampler each sequence's own history, also across
+// preemption (a cache of 10 blocks for 6 sequences forces it).
+TEST(Engine, PenaltiesSeeEachSequencesOwnHistory) {
+  Fixture f(small_config(10));
+  std::vector<GenerationRequest> reqs;
+  std::vector<std::vector<int32_t>> expected;
+  for (int i = 0; i < 6; ++i) {
+    GenerationRequest r = greedy("penalty " + std::to_string(i), 24);
+    r.sampling.presence_penalty = 0.3f * static_cast<float>(i % 3);
+    r.sampling.frequency_penalty = 0.2f;
+    r.sampling.repetition_penalty = 1.0f + 0.25f * static_cast<float>(i % 2);
+    expected.push_back(reference_penalized_greedy(f.runner, r.prompt, 24, r.sampling));
+    reqs.push_back(r);
+  }
+  auto out = f.run(reqs);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].tokens, expected[i]) << "request " << i;
+  EXPECT_NE(expected[0], f.runner.reference_greedy(reqs[0].prompt, 24)) << "the penalty changed nothing: weak test";
+  EXPECT_GT(f.engine.stats().preemptions, 0);
+}
+
+TEST(Engine, LogitBiasForcesATokenAndIsValidated) {
+  Fixture f(small_config(64));
+  GenerationRequest r = greedy("bias", 5);
+  r.sampling.logit_bias = {{'x', 100.0f}};
+  auto out = f.run({r})[0];
+  EXPECT_EQ(out.text, "xxxxx");
+  r.sampling.logit_bias = {{9999, 1.0f}};
+  auto q = std::make_shared<OutputQueue>();
+  EXPECT_THROW(f.engine.submit({r}, q), RequestError);
+}
+
+// min_tokens: EOS cannot be sampled and stop strings do not match before it.
+TEST(Engine, MinTokensHoldsBackEosAndStopStrings) {
+  TestRunnerOptions o;
+  o.eos_permille = 150;
+  Fixture f(small_config(64), o);
+  auto free_run = f.run({greedy("eos please", 60)})[0];
+  ASSERT_EQ(free_run.finish, FinishReason::kStop);
+  const int natural = free_run.completion_tokens;  // EOS included
+  GenerationRequest r = greedy("eos please", 60);
+  r.min_tokens = natural + 5;
+  auto held = f.run({r})[0];
+  EXPECT_GE(held.completion_tokens, natural + 5);
+  for (int i = 0; i + 1 < held.completion_tokens && i < natural + 5; ++i) EXPECT_NE(held.tokens[i], ByteCodec::kEos);
+  // Stop strings: one that occurs in the first tokens only ends the text once
+  // min_tokens were generated.
+  GenerationRequest ig = greedy("stop later", 40);
+  ig.ignore_eos = true;
+  auto full = f.run({ig})[0];
+  ASSERT_GE(full.text.size(), 30u);
+  const std::string stop = testing::decode_all(f.codec, {full.tokens[2]});
+  GenerationRequest s = ig;
+  s.stop = {stop};
+  s.min_tokens = 20;
+  auto stopped = f.run({s})[0];
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_GE(stopped.completion_tokens, 20);
+  // The search starts with the 20th token's text.
+  const std::vector<int32_t> first19(full.tokens.begin(), full.tokens.begin() + 19);
+  const size_t cut = full.text.find(stop, testing::decode_all(f.codec, first19).size());
+  ASSERT_NE(cut, std::string::npos) << "pick a prompt whose output repeats the stop text";
+  EXPECT_EQ(stopped.text, full.text.substr(0, cut));
+}
+
+TEST(Engine, IncludeStopStrInOutputKeepsTheMatch) {
+  Fixture f(small_config(64));
+  auto full = f.run({greedy("stop test", 30)})[0];
+  std::string stop = full.text.substr(10, 3);
+  GenerationRequest r = greedy("stop test", 30);
+  r.stop = {stop};
+  r.include_stop_str_in_output = true;
+  auto out = f.run({r})[0];
+  EXPECT_EQ(out.finish, FinishReason::kStop);
+  EXPECT_EQ(out.text, full.text.substr(0, full.text.find(stop) + stop.size()));
+  // A stop token id keeps its text too; EOS never has any.
+  GenerationRequest t = greedy("stop test", 30);
+  t.stop_token_ids = {full.tokens[4]};
+  t.include_stop_str_in_output = true;
+  auto by_id = f.run({t})[0];
+  EXPECT_EQ(by_id.finish, FinishReason::kStop);
+  const auto first = std::find(full.tokens.begin(), full.tokens.end(), full.tokens[4]) - full.tokens.begin();
+  EXPECT_EQ(by_id.text, full.text.substr(0, static_cast<size_t>(first) + 1));
+}
+
 }  // namespace
 }  // namespace distllm::serve

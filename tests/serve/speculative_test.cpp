@@ -378,6 +378,35 @@ TEST(SpeculativeEngine, StopConditionsInsideAcceptedRuns) {
   EXPECT_GT(stopped, 0);
 }
 
+// min_tokens (EOS and stop ids suppressed, stop strings disarmed until then) and
+// include_stop_str_in_output, with the boundary falling inside accepted runs.
+TEST(SpeculativeEngine, MinTokensAndIncludeStopIdentical) {
+  TestRunnerOptions o = copying(5, 0);
+  o.eos_permille = 60;
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    GenerationRequest r = greedy("min " + std::to_string(i) + " abcab abcab", 50);
+    r.min_tokens = 3 + 4 * i;
+    if (i % 2) r.stop = {"ab"};
+    if (i % 3 == 0) r.include_stop_str_in_output = true;
+    if (i == 5) r.stop_token_ids = {'b'};
+    reqs.push_back(r);
+  }
+  for (bool seeded_run : {false, true}) {
+    if (seeded_run) {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].sampling.temperature = 0.8f;
+        reqs[i].seed = 900 + i;
+      }
+    }
+    RunResult plain = run(config(64, true, false), o, reqs);
+    RunResult spec = run(config(64, true, true), o, reqs);
+    expect_same(plain.out, spec.out, seeded_run ? "min_tokens seeded" : "min_tokens greedy");
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_GE(spec.out[i].completion_tokens, reqs[i].min_tokens) << i;
+    EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
+  }
+}
+
 // Many requests, mixed prefills and speculative decodes in one step, shared
 // prefixes, a cache too small for all (preemption), check_invariants every step.
 TEST(SpeculativeEngine, MixedBatchUnderPreemptionAndPrefixCache) {

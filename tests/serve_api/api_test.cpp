@@ -130,6 +130,27 @@ TEST(Api, StopStringsAndLogprobs) {
   EXPECT_EQ(content[0]["bytes"].size(), 1u);
 }
 
+// The sampling API fields reach the engine: logit_bias forces a token, min_tokens
+// and include_stop_str_in_output change where the text ends.
+TEST(Api, SamplingApiFieldsAreHonoured) {
+  Server s;
+  Json j = Json::parse(s.client.post("/v1/completions", completion("bias", 4, {{"temperature", 0}, {"logit_bias", {{"113", 100}}}}).dump()).body);
+  EXPECT_EQ(j["choices"][0]["text"], "qqqq");
+  j = Json::parse(s.client.post("/v1/chat/completions", chat_request("bias", 3, {{"temperature", 0}, {"logit_bias", {{"122", 100}}}}).dump()).body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "zzz");
+  // Penalties and min_p are accepted with a sampled request.
+  HttpResult r = s.client.post("/v1/completions", completion("pen", 8, {{"presence_penalty", 1.5}, {"frequency_penalty", -0.5}, {"repetition_penalty", 1.2}, {"min_p", 0.1}, {"seed", 3}}).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  // include_stop_str_in_output: the stop string is the end of the text.
+  j = Json::parse(s.client.post("/v1/completions", completion("stop", 6, {{"temperature", 0}, {"logit_bias", {{"97", 100}}}, {"stop", "aa"}, {"include_stop_str_in_output", true}}).dump()).body);
+  EXPECT_EQ(j["choices"][0]["text"], "aa");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  j = Json::parse(s.client.post("/v1/completions", completion("stop", 6, {{"temperature", 0}, {"logit_bias", {{"97", 100}}}, {"stop", "aa"}, {"min_tokens", 4}}).dump()).body);
+  // As vLLM: the stop string is searched from min_tokens on, and may begin before.
+  EXPECT_EQ(j["choices"][0]["text"], "aa");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4) << "the stop string matched before min_tokens";
+}
+
 TEST(Api, HostileRequestsGetTheRight4xx) {
   Server s;
   auto post = [&](const std::string& body) { return s.client.post("/v1/completions", body); };
@@ -149,7 +170,15 @@ TEST(Api, HostileRequestsGetTheRight4xx) {
   expect_error(post(completion("x", 5, {{"prompt", {1, 99999}}}).dump()), 400, "outside the vocabulary");
   expect_error(post(completion("x", 5, {{"prompt", Json::array()}}).dump()), 400, "empty array");
   expect_error(post(completion("x", 5, {{"prompt", ""}}).dump()), 400, "prompt is empty");
-  expect_error(post(completion("x", 5, {{"presence_penalty", 0.5}}).dump()), 400, "not supported");
+  expect_error(post(completion("x", 5, {{"presence_penalty", 2.5}}).dump()), 400, "'presence_penalty' must be");
+  expect_error(post(completion("x", 5, {{"frequency_penalty", "high"}}).dump()), 400, "'frequency_penalty' must be a number");
+  expect_error(post(completion("x", 5, {{"repetition_penalty", 0}}).dump()), 400, "'repetition_penalty' must be > 0");
+  expect_error(post(completion("x", 5, {{"min_p", 1.5}}).dump()), 400, "'min_p'");
+  expect_error(post(completion("x", 5, {{"logit_bias", {{"abc", 1}}}}).dump()), 400, "keys must be token ids");
+  expect_error(post(completion("x", 5, {{"logit_bias", {{"12", 101}}}}).dump()), 400, "between -100 and 100");
+  expect_error(post(completion("x", 5, {{"logit_bias", {{"99999", 1}}}}).dump()), 400, "outside the vocabulary");
+  expect_error(post(completion("x", 5, {{"logit_bias", 3}}).dump()), 400, "'logit_bias' must be an object");
+  expect_error(post(completion("x", 5, {{"min_tokens", 6}}).dump()), 400, "'min_tokens' (6) must not exceed");
   expect_error(post(Json{{"model", "test-model"}}.dump()), 400, "'prompt' is required");
   expect_error(post(Json{{"prompt", "x"}}.dump()), 400, "'model' is required");
   expect_error(post(completion("x", 5, {{"model", "gpt-4"}}).dump()), 404, "does not exist");

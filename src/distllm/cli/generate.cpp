@@ -4,6 +4,7 @@
 // server, one sequence at a time, so for the same prompt and seed its output equals
 // what `distllm serve` returns, whatever else the server is batching.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -30,6 +31,10 @@ int run_generate(Args& args) {
   params.temperature = static_cast<float>(args.get_double("temperature", 1.0, "sampling temperature (0: greedy)"));
   params.top_k = static_cast<int>(args.get_int("top-k", 0, "keep the k most likely tokens (0: all)"));
   params.top_p = static_cast<float>(args.get_double("top-p", 1.0, "nucleus sampling mass (1: off)"));
+  params.min_p = static_cast<float>(args.get_double("min-p", 0.0, "drop tokens below this fraction of the top one's probability"));
+  params.presence_penalty = static_cast<float>(args.get_double("presence-penalty", 0.0, "OpenAI presence penalty [-2, 2]"));
+  params.frequency_penalty = static_cast<float>(args.get_double("frequency-penalty", 0.0, "OpenAI frequency penalty [-2, 2]"));
+  params.repetition_penalty = static_cast<float>(args.get_double("repetition-penalty", 1.0, "HF repetition penalty (1: off)"));
   params.seed = static_cast<uint64_t>(args.get_int("seed", 0, "random seed: same seed, same output"));
   std::vector<std::string> stops = args.get_list("stop", "stop when this text appears (not printed; repeatable)");
   bool echo = args.get_flag("echo", "print the prompt before the generated text");
@@ -43,6 +48,10 @@ int run_generate(Args& args) {
   DL_CHECK(params.temperature >= 0, "--temperature must be >= 0, got %g", params.temperature);
   DL_CHECK(params.top_p > 0 && params.top_p <= 1, "--top-p must be in (0, 1], got %g", params.top_p);
   DL_CHECK(params.top_k >= 0, "--top-k must be >= 0, got %d", params.top_k);
+  DL_CHECK(params.min_p >= 0 && params.min_p <= 1, "--min-p must be in [0, 1], got %g", params.min_p);
+  DL_CHECK(std::fabs(params.presence_penalty) <= 2, "--presence-penalty must be in [-2, 2], got %g", params.presence_penalty);
+  DL_CHECK(std::fabs(params.frequency_penalty) <= 2, "--frequency-penalty must be in [-2, 2], got %g", params.frequency_penalty);
+  DL_CHECK(params.repetition_penalty > 0, "--repetition-penalty must be > 0, got %g", params.repetition_penalty);
   DL_CHECK(block_size >= 1 && block_size <= 1024, "--block-size must be in [1, 1024]");
 
   serve::ModelBundle bundle = serve::load_model_bundle(model_dir);
@@ -83,7 +92,10 @@ int run_generate(Args& args) {
   bool stop_string_matched = false;
   int64_t generated = 0;
   for (int64_t i = 0; i < max_tokens; ++i) {
-    serve::SampleResult r = serve::sample_token(logits, params, static_cast<uint64_t>(i), scratch);
+    serve::SequenceContext context;
+    context.prompt = std::span<const int32_t>(tokens).first(static_cast<size_t>(prompt_len));
+    context.generated = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(prompt_len));
+    serve::SampleResult r = serve::sample_token(logits, params, static_cast<uint64_t>(i), scratch, context);
     if (is_eos(r.token) && !ignore_eos) {
       finish = "stop";
       break;

@@ -6,8 +6,9 @@
 
 namespace distllm::serve {
 
-Detokenizer::Detokenizer(std::unique_ptr<TextStreamDecoder> decoder, std::vector<std::string> stop_strings)
-    : decoder_(std::move(decoder)), stops_(std::move(stop_strings)) {
+Detokenizer::Detokenizer(std::unique_ptr<TextStreamDecoder> decoder, std::vector<std::string> stop_strings,
+                         bool include_stop_in_output)
+    : decoder_(std::move(decoder)), stops_(std::move(stop_strings)), include_stop_(include_stop_in_output) {
   for (const auto& s : stops_) DL_CHECK(!s.empty(), "stop strings must not be empty");
 }
 
@@ -27,15 +28,15 @@ Detokenizer::Output Detokenizer::release(bool final) {
   Output out;
   // Earliest stop string occurrence in the unreleased text.
   size_t best = std::string::npos;
-  for (const auto& s : stops_) {
-    size_t pos = held_.find(s);
+  for (size_t i = 0; armed_ && i < stops_.size(); ++i) {
+    size_t pos = held_.find(stops_[i]);
     if (pos != std::string::npos && pos < best) {
       best = pos;
-      out.stop = s;
+      out.stop = stops_[i];
     }
   }
   if (best != std::string::npos) {
-    out.text = held_.substr(0, best);
+    out.text = held_.substr(0, include_stop_ ? best + out.stop.size() : best);
     out.stopped = true;
     stopped_ = true;
     held_.clear();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include "distllm/base/log.h"
@@ -74,6 +75,17 @@ struct Engine::RequestState {
   double last_token = 0.0;
   bool scheduled = false;
   int cached_tokens = 0;
+  std::vector<int32_t> min_tokens_suppressed;  // EOS (unless ignored) and stop ids
+
+  // What the sampler sees of this sequence for its next token.
+  SequenceContext sampling_context() const {
+    SequenceContext c;
+    const std::span<const int32_t> all(seq.tokens);
+    c.prompt = all.first(static_cast<size_t>(seq.num_prompt_tokens));
+    c.generated = all.subspan(static_cast<size_t>(seq.num_prompt_tokens));
+    if (seq.num_generated() < req.min_tokens) c.suppressed = min_tokens_suppressed;
+    return c;
+  }
 };
 
 Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics)
@@ -163,6 +175,13 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
     for (const auto& s : r.stop) {
       if (s.empty()) throw RequestError(400, "stop strings must not be empty");
     }
+    for (const auto& [t, bias] : r.sampling.logit_bias) {
+      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("logit_bias token id %d is outside the vocabulary [0, %d)", t, vocab));
+      if (!std::isfinite(bias)) throw RequestError(400, strprintf("logit_bias for token %d is not a finite number", t));
+    }
+    if (r.min_tokens < 0 || r.min_tokens > r.max_tokens) {
+      throw RequestError(400, strprintf("min_tokens must be between 0 and max_tokens (%d), got %d", r.max_tokens, r.min_tokens));
+    }
   }
 
   const double now = now_seconds();
@@ -177,7 +196,13 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
     st->req.sampling.seed = st->req.seed ? *st->req.seed : entropy_seed();
     st->out = out;
     st->index = static_cast<int>(i);
-    st->detok = std::make_unique<Detokenizer>(codec_.stream_decoder(), st->req.stop);
+    st->detok = std::make_unique<Detokenizer>(codec_.stream_decoder(), st->req.stop,
+                                              st->req.include_stop_str_in_output);
+    if (st->req.min_tokens > 0) {
+      st->detok->set_stops_armed(false);
+      if (!st->req.ignore_eos && codec_.eos_token_id() >= 0) st->min_tokens_suppressed.push_back(codec_.eos_token_id());
+      for (int32_t t : st->req.stop_token_ids) st->min_tokens_suppressed.push_back(t);
+    }
     st->arrival = now;
     ids.push_back(st->seq.id);
     states.push_back(std::move(st));
@@ -333,14 +358,18 @@ bool Engine::process_sample(RequestState& st, const SampleResult& sample, double
   d.token_ids.push_back(token);
   FinishReason reason = FinishReason::kNone;
   const auto& stop_ids = st.req.stop_token_ids;
-  if ((!st.req.ignore_eos && token == codec_.eos_token_id()) ||
-      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
-    reason = FinishReason::kStop;  // the stop token's text is not part of the output
+  const bool is_eos = !st.req.ignore_eos && token == codec_.eos_token_id();
+  const bool is_stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  // A stop token's text is not part of the output, except a stop_token_ids token
+  // with include_stop_str_in_output (as vLLM does it; EOS never has text).
+  if (is_eos || (is_stop_id && !st.req.include_stop_str_in_output)) {
+    reason = FinishReason::kStop;
   } else {
+    if (st.seq.num_generated() >= st.req.min_tokens) st.detok->set_stops_armed(true);
     Detokenizer::Output o = st.detok->push(token);
     d.text = std::move(o.text);
     if (sample.has_logprobs) d.logprobs.push_back(sample.logprobs);
-    if (o.stopped) reason = FinishReason::kStop;
+    if (o.stopped || is_stop_id) reason = FinishReason::kStop;
   }
   if (reason == FinishReason::kNone &&
       (st.seq.num_generated() >= st.req.max_tokens || static_cast<int64_t>(st.seq.tokens.size()) >= max_model_len_)) {
@@ -384,14 +413,15 @@ VerifyResult Engine::sample_chunk(const RequestState& st, const ScheduledChunk& 
   const std::span<const int32_t> draft(seq.draft.data(), static_cast<size_t>(c.num_draft));
   std::vector<int32_t> history;  // generated tokens plus the drafts accepted so far
   return verify_draft(draft, [&](int i) {
-    SequenceContext ctx;
-    ctx.prompt = all.first(static_cast<size_t>(seq.num_prompt_tokens));
-    if (i == 0) {
-      ctx.generated = all.subspan(static_cast<size_t>(seq.num_prompt_tokens));
-    } else {
-      if (history.empty()) history.assign(seq.tokens.begin() + seq.num_prompt_tokens, seq.tokens.end());
+    // Row i sees the sequence as it would be after the i accepted drafts: penalties
+    // count them, min_tokens suppression depends on the count including them.
+    SequenceContext ctx = st.sampling_context();
+    if (i > 0) {
+      if (history.empty()) history.assign(all.begin() + seq.num_prompt_tokens, all.end());
       history.push_back(draft[static_cast<size_t>(i - 1)]);
       ctx.generated = history;
+      ctx.suppressed = {};
+      if (seq.num_generated() + i < st.req.min_tokens) ctx.suppressed = st.min_tokens_suppressed;
     }
     std::span<const float> row(logits + static_cast<size_t>(i) * vocab, vocab);
     return sample_token(row, st.req.sampling, static_cast<uint64_t>(seq.num_generated() + i), scratch, ctx);

@@ -66,6 +66,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;      // stop strings (matched on text)
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // EOS and stop_token_ids cannot be sampled, and stop strings do not match, before
+  // this many tokens were generated (vLLM's min_tokens).
+  int min_tokens = 0;
+  bool include_stop_str_in_output = false;  // the matched stop string ends the text
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

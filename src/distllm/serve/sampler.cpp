@@ -61,9 +61,8 @@ bool allowed_by_mask(std::span<const uint32_t> mask, size_t id) {
   return (mask[id / 32] >> (id % 32)) & 1u;
 }
 
-// Steps 1-3 of the processing order (sampler.h) into scratch.processed. Returns the
-// row to sample from: the raw logits when nothing applies (the common case costs no
-// copy).
+}  // namespace
+
 std::span<const float> process_logits(std::span<const float> logits, const SamplingParams& params,
                                       const SequenceContext& seq, SamplerScratch& scratch) {
   const size_t vocab = logits.size();
@@ -117,8 +116,6 @@ std::span<const float> process_logits(std::span<const float> logits, const Sampl
   DL_CHECK(any_finite, "no token is allowed: the mask, suppressed tokens and logit_bias left no finite logit");
   return out;
 }
-
-}  // namespace
 
 SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params, uint64_t step,
                           SamplerScratch& scratch, const SequenceContext& seq) {

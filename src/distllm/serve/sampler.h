@@ -73,6 +73,12 @@ struct SamplerScratch {
   std::vector<int32_t> counts;   // per-token occurrence counts for the penalties
 };
 
+// Steps 1-3 of the processing order above (mask, suppression, logit_bias,
+// penalties), into scratch.processed. Returns the row to sample from: the input
+// itself when nothing applies (the common case costs no copy).
+std::span<const float> process_logits(std::span<const float> logits, const SamplingParams& params,
+                                      const SequenceContext& seq, SamplerScratch& scratch);
+
 // Throws distllm::Error if the logits hold NaN or no finite value, or if the mask
 // and suppression leave no finite logit. `step` is the number of tokens this
 // request generated before this one (the RNG counter).

@@ -1,5 +1,6 @@
 #include "distllm/serve/api/openai_protocol.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -92,21 +93,46 @@ std::vector<int32_t> token_array(const Json& arr, const char* param) {
 }
 
 void reject_unsupported(const Json& body) {
-  for (const char* key : {"presence_penalty", "frequency_penalty", "repetition_penalty"}) {
-    const Json* v = field(body, key);
-    if (v && !(v->is_number() && v->get<double>() == (std::string(key) == "repetition_penalty" ? 1.0 : 0.0))) {
-      bad(key, strprintf("'%s' is not supported by this server", key));
-    }
-  }
-  if (const Json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
-    bad("logit_bias", "'logit_bias' is not supported by this server");
-  }
   if (const Json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>())) {
     bad("echo", "'echo' is not supported by this server");
   }
   if (const Json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
     bad("suffix", "'suffix' is not supported by this server");
   }
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}. Token ids are
+// checked against the vocabulary by the engine.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
+  if (!bias.is_object()) wrong_type("logit_bias", "an object mapping token ids to numbers", bias);
+  if (bias.size() > 1024) bad("logit_bias", strprintf("'logit_bias' may hold at most 1024 entries, got %zu", bias.size()));
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : bias.items()) {
+    long long id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || used != key.size() || id < 0 || id > INT32_MAX) {
+      bad("logit_bias", strprintf("'logit_bias' keys must be token ids (non-negative integers as strings), got '%s'",
+                                  key.c_str()));
+    }
+    if (!value.is_number()) {
+      bad("logit_bias", strprintf("'logit_bias' value for token %lld must be a number, got %s", id, json_type_name(value)));
+    }
+    const double v = value.get<double>();
+    if (!std::isfinite(v) || v < -100.0 || v > 100.0) {
+      bad("logit_bias", strprintf("'logit_bias' value for token %lld must be between -100 and 100, got %g", id, v));
+    }
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(v));
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].first == out[i - 1].first) bad("logit_bias", strprintf("'logit_bias' names token %d twice", out[i].first));
+  }
+  return out;
 }
 
 SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
@@ -145,6 +171,19 @@ SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
     else wrong_type("seed", "an integer", *seed);
   }
   if (auto b = get_bool(body, "ignore_eos")) s.ignore_eos = *b;
+  if (auto x = get_number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = *x;
+  if (auto x = get_number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *x;
+  if (auto x = get_number(body, "repetition_penalty", 0.0, 100.0, true)) s.repetition_penalty = *x;
+  if (auto x = get_number(body, "min_p", 0.0, 1.0)) s.min_p = *x;
+  if (const Json* bias = field(body, "logit_bias")) s.logit_bias = parse_logit_bias(*bias);
+  if (auto m = get_int(body, "min_tokens", 0, INT32_MAX)) {
+    s.min_tokens = static_cast<int>(*m);
+    if (s.max_tokens && *s.max_tokens < s.min_tokens) {
+      bad("min_tokens", strprintf("'min_tokens' (%d) must not exceed the maximum number of tokens (%lld)", s.min_tokens,
+                                  static_cast<long long>(*s.max_tokens)));
+    }
+  }
+  if (auto b = get_bool(body, "include_stop_str_in_output")) s.include_stop_str_in_output = *b;
   return s;
 }
 
@@ -297,6 +336,13 @@ std::vector<GenerationRequest> make_generation_requests(const SamplingFields& s,
     g.sampling.top_p = static_cast<float>(s.top_p);
     g.sampling.top_k = s.top_k;
     g.sampling.logprobs = logprobs;
+    g.sampling.min_p = static_cast<float>(s.min_p);
+    g.sampling.presence_penalty = static_cast<float>(s.presence_penalty);
+    g.sampling.frequency_penalty = static_cast<float>(s.frequency_penalty);
+    g.sampling.repetition_penalty = static_cast<float>(s.repetition_penalty);
+    g.sampling.logit_bias = s.logit_bias;
+    g.min_tokens = std::min(s.min_tokens, max_tokens);
+    g.include_stop_str_in_output = s.include_stop_str_in_output;
     g.sampling.seed_stream = static_cast<uint64_t>(i);  // n choices of one seed differ
     g.seed = s.seed;
     g.max_tokens = max_tokens;

@@ -55,6 +55,13 @@ struct SamplingFields {
   std::vector<int32_t> stop_token_ids;
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
+  double min_p = 0.0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // sorted by token id
+  int min_tokens = 0;
+  bool include_stop_str_in_output = false;
 };
 
 struct PromptInput {
