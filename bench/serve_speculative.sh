@@ -11,7 +11,8 @@
 # server reports are printed with each run so the figure can be read for what it
 # is. The outputs are identical with and without speculation (tests/serve).
 # Env: CONCURRENCY="1 4 16", K=4 (draft tokens), OUTPUT_LEN=128, INPUT_LEN=32,
-#      ROUNDS=1 (off/on pairs per concurrency, interleaved).
+#      ROUNDS=1 (off/on pairs per concurrency, interleaved), TEMPERATURE=0 (sampling
+#      lowers the acceptance rate: the random model's loops break up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/serve_common.sh
@@ -22,6 +23,7 @@ K=${K:-4}
 OUTPUT_LEN=${OUTPUT_LEN:-128}
 INPUT_LEN=${INPUT_LEN:-32}
 ROUNDS=${ROUNDS:-1}
+TEMPERATURE=${TEMPERATURE:-0}
 RESULTS=/tmp/serve_speculative_results.txt
 : > "$RESULTS"
 for conc in $CONCURRENCY; do
@@ -29,7 +31,7 @@ for conc in $CONCURRENCY; do
   for round in $(seq "$ROUNDS"); do
     for mode in off ngram; do
       if [ "$mode" = off ]; then start_server "$MODEL"; else start_server "$MODEL" --speculative ngram --num-speculative-tokens "$K"; fi
-      bench --max-concurrency "$conc" --num-prompts "$prompts" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --seed "$round"
+      bench --max-concurrency "$conc" --num-prompts "$prompts" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --seed "$round" --temperature "$TEMPERATURE"
       stop_server
       /usr/bin/python3 -c "
 import json, sys
@@ -42,7 +44,7 @@ done
 import sys, statistics as st
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 k = sys.argv[2]
-print(f'\nspeculative decoding (ngram, k={k}): median TPOT ms (median over rounds), output tok/s')
+print(f'\nspeculative decoding (ngram, k={k}, temperature $TEMPERATURE): median TPOT ms (median over rounds), output tok/s')
 print(f"{'concurrency':>11} {'TPOT off':>9} {'TPOT ngram':>10} {'speedup':>8} {'tok/s off':>10} {'tok/s ngram':>11} {'accept %':>9} {'mean len':>9}")
 for conc in dict.fromkeys(r[0] for r in rows):
     off = [r for r in rows if r[0] == conc and r[1] == 'off']
