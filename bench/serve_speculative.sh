@@ -40,11 +40,11 @@ print('$conc', '$mode', j['median_tpot_ms'], j['output_throughput'], j.get('spec
     done
   done
 done
-/usr/bin/python3 - "$RESULTS" "$K" <<'PY'
+/usr/bin/python3 - "$RESULTS" "$K" "$TEMPERATURE" <<'PY'
 import sys, statistics as st
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-k = sys.argv[2]
-print(f'\nspeculative decoding (ngram, k={k}, temperature $TEMPERATURE): median TPOT ms (median over rounds), output tok/s')
+k, temperature = sys.argv[2], sys.argv[3]
+print(f'\nspeculative decoding (ngram, k={k}, temperature {temperature}): median TPOT ms (median over rounds), output tok/s')
 print(f"{'concurrency':>11} {'TPOT off':>9} {'TPOT ngram':>10} {'speedup':>8} {'tok/s off':>10} {'tok/s ngram':>11} {'accept %':>9} {'mean len':>9}")
 for conc in dict.fromkeys(r[0] for r in rows):
     off = [r for r in rows if r[0] == conc and r[1] == 'off']
