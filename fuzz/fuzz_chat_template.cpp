@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/chat_template.h"
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/jinja/chat_template.h"
+#include "distllm/serve/jinja/template_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace distllm::serve;

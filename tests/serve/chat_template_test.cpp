@@ -6,8 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/chat_template.h"
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/chat_formatter.h"
+#include "distllm/serve/jinja/chat_template.h"
+#include "distllm/serve/jinja/template_json.h"
 
 namespace distllm::serve {
 namespace {
@@ -118,6 +119,38 @@ TEST(ChatTemplate, RuntimeGuards) {
   EXPECT_THROW(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", nlohmann::ordered_json::object()), TemplateError);
   EXPECT_THROW(render("{{ 1 // 0 }}", nlohmann::ordered_json::object()), TemplateError);
   EXPECT_THROW(render("{{ messages.nope() }}", nlohmann::ordered_json{{"messages", {1}}}), TemplateError);
+}
+
+// OpenAI clients send tool-call arguments as a JSON string; the formatter hands
+// templates an object, so the rendering equals Jinja2's on the object form.
+TEST(ChatFormatter, ToolCallArgumentsReachTemplatesAsObjects) {
+  auto conversations = nlohmann::ordered_json::parse(read_file(kDir + "conversations.json"));
+  auto expected = nlohmann::ordered_json::parse(read_file(kDir + "expected.json"));
+  nlohmann::ordered_json conv;
+  for (auto& c : conversations)
+    if (c["name"] == "tool_round_trip") conv = c;
+  ASSERT_FALSE(conv.is_null());
+  nlohmann::ordered_json openai_messages = conv["messages"];
+  int converted = 0;
+  for (auto& m : openai_messages)
+    if (m.contains("tool_calls"))
+      for (auto& call : m["tool_calls"]) {
+        call["function"]["arguments"] = call["function"]["arguments"].dump();
+        ++converted;
+      }
+  ASSERT_EQ(converted, 2);
+  for (const char* name : {"qwen25_tools", "mistral_tools"}) {
+    ChatFormatter f = ChatFormatter::from_template(read_file(kDir + name + std::string(".jinja")), name, "<s>", "</s>");
+    std::string want;
+    for (const auto& e : expected)
+      if (e["template"] == name && e["conversation"] == "tool_round_trip" && e["add_generation_prompt"] == true)
+        want = e["output"];
+    ASSERT_FALSE(want.empty()) << name;
+    EXPECT_EQ(f.apply(openai_messages, conv["tools"], true), want) << name;
+  }
+  // Arguments that are not a JSON object stay a string.
+  nlohmann::ordered_json odd = {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "not json"}}}}}}}};
+  EXPECT_EQ(template_messages(odd)[0]["tool_calls"][0]["function"]["arguments"], "not json");
 }
 
 }  // namespace

@@ -175,6 +175,37 @@ TEST(Engine, SeededSamplingIgnoresBatchComposition) {
   EXPECT_NE(c[0].tokens, a[0].tokens);
 }
 
+// The sampling API keeps the guarantee: penalties, min_p, logit_bias and
+// min_tokens depend only on the sequence's own tokens.
+TEST(Engine, SamplingApiIgnoresBatchComposition) {
+  auto seeded = [](const std::string& p, uint64_t seed) {
+    GenerationRequest r;
+    r.prompt = bytes(p);
+    r.sampling.temperature = 0.9f;
+    r.sampling.min_p = 0.05f;
+    r.sampling.presence_penalty = 0.7f;
+    r.sampling.frequency_penalty = 0.3f;
+    r.sampling.repetition_penalty = 1.3f;
+    r.sampling.logit_bias = {{'e', 3.0f}, {' ', -2.0f}};
+    r.min_tokens = 10;
+    r.seed = seed;
+    r.max_tokens = 32;
+    return r;
+  };
+  TestRunnerOptions o;
+  o.eos_permille = 100;
+  Fixture alone(small_config(64), o);
+  auto a = alone.run({seeded("penalized story", 77)});
+  Fixture crowded(small_config(24), o);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 9; ++i) reqs.push_back(seeded("noise " + std::to_string(i), static_cast<uint64_t>(i)));
+  reqs.insert(reqs.begin() + 3, seeded("penalized story", 77));
+  auto b = crowded.run(reqs);
+  EXPECT_EQ(b[3].tokens, a[0].tokens);
+  EXPECT_EQ(b[3].text, a[0].text);
+  EXPECT_GT(crowded.engine.stats().preemptions, 0);
+}
+
 TEST(Engine, StopStringsTruncateText) {
   Fixture f(small_config(64));
   auto full = f.run({greedy("stop test", 30)})[0];

@@ -78,7 +78,10 @@ int run_serve(Args& args) {
   ecfg.speculative.ngram.min_n = static_cast<int>(args.get_int("ngram-min", 2, "shortest suffix n-gram looked up"));
   ecfg.speculative.ngram.max_n = static_cast<int>(args.get_int("ngram-max", 4, "longest suffix n-gram looked up (tried first)"));
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
+  std::string tool_parser = args.get_string("tool-call-parser", "none",
+                                            "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
   if (args.help_or_finish()) return 0;
+  scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
   DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);

@@ -4,7 +4,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/io/file_util.h"
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/jinja/template_json.h"
 
 namespace distllm::serve {
 namespace {
@@ -88,8 +88,26 @@ ChatFormatter ChatFormatter::for_model_dir(const std::string& dir) {
   return default_format();
 }
 
+Json template_messages(const Json& messages) {
+  Json out = messages;
+  for (Json& m : out) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (Json& call : *calls) {
+      if (!call.is_object()) continue;
+      auto fn = call.find("function");
+      if (fn == call.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      Json parsed = Json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+  return out;
+}
+
 std::string ChatFormatter::apply(const Json& messages, const Json& tools, bool add_generation_prompt) const {
-  Json vars = {{"messages", messages},
+  Json vars = {{"messages", template_messages(messages)},
                {"tools", tools},
                {"add_generation_prompt", add_generation_prompt},
                {"bos_token", bos_token_},

@@ -18,9 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/chat_template.h"
+#include "distllm/serve/jinja/chat_template.h"
 
 namespace distllm::serve {
+
+// The messages as chat templates expect them: OpenAI sends a tool call's
+// `arguments` as a JSON string, templates (Llama 3.1, Mistral, Qwen) write them as
+// an object, so a string that parses as a JSON object becomes that object (as vLLM
+// and transformers do). Anything else is passed through unchanged.
+nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages);
 
 class ChatFormatter {
  public:

@@ -64,6 +64,9 @@ struct Generation {
   int n = 1;                         // choices per prompt
   std::function<std::string(int32_t)> token_bytes;
   int socket_fd = -1;
+  // Chat with tools: each choice's text is held until it ends, then split into
+  // content and tool calls (tool_calls.h).
+  ToolUse tools;
 
   // Per choice.
   std::vector<ChoiceResult> choices;
@@ -103,14 +106,34 @@ struct Generation {
     }
   }
 
+  bool holds_text() const { return chat && tools.active(); }
+
+  // A choice's message for the response: content and, with tools, its calls.
+  Json message(size_t i, ToolCallOutput* parsed = nullptr) const {
+    const ChoiceResult& c = choices[i];
+    if (!holds_text()) return Json{{"role", "assistant"}, {"content", c.text}};
+    ToolCallOutput out = extract_tool_calls(tools, c.text);
+    Json m = {{"role", "assistant"}, {"content", out.content ? Json(*out.content) : Json()}};
+    if (!out.calls.empty()) m["tool_calls"] = tool_calls_json(out.calls, false);
+    if (parsed) *parsed = std::move(out);
+    return m;
+  }
+
+  // "stop" and "length" as OpenAI; "abort" (vLLM's word) and "error" for requests
+  // the server ended: shutdown, or a model failure. With tools, OpenAI's
+  // "tool_calls" when the model chose to call (auto, required); a named function
+  // forced by the request ends with "stop".
+  const char* finish(size_t i, const ToolCallOutput& parsed) const {
+    const FinishReason r = choices[i].finish;
+    if (holds_text() && r == FinishReason::kStop && !parsed.calls.empty() && tools.mode != ToolChoiceMode::kNamed)
+      return "tool_calls";
+    return finish_reason_name(r == FinishReason::kNone ? FinishReason::kStop : r);
+  }
+
   Json chunk_base() const {
     return Json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
   }
 };
-
-// "stop" and "length" as OpenAI; "abort" (vLLM's word) and "error" for requests
-// the server ended: shutdown, or a model failure.
-const char* finish_json(FinishReason r) { return finish_reason_name(r == FinishReason::kNone ? FinishReason::kStop : r); }
 
 class Server {
  public:
@@ -284,6 +307,7 @@ class Server {
     if (chat) {
       ChatRequest r = parse_chat_request(body);
       check_model(r.model);
+      gen.tools = parse_tool_use(body, config_.tool_call_format);
       std::string prompt;
       try {
         prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
@@ -374,14 +398,15 @@ class Server {
     for (size_t i = 0; i < gen.num_choices(); ++i) {
       const ChoiceResult& c = gen.choices[i];
       Json choice = {{"index", i}};
+      ToolCallOutput parsed;
       if (gen.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["message"] = gen.message(i, &parsed);
         choice["logprobs"] = gen.want_logprobs ? chat_logprobs(c.logprobs, gen.token_bytes) : Json();
       } else {
         choice["text"] = c.text;
         choice["logprobs"] = gen.want_logprobs ? completion_logprobs(c.logprobs, gen.token_bytes, 0) : Json();
       }
-      choice["finish_reason"] = finish_json(c.finish);
+      choice["finish_reason"] = gen.finish(i, parsed);
       choices.push_back(std::move(choice));
     }
     Json out = {{"id", gen.id},
@@ -420,7 +445,34 @@ class Server {
       size_t i = static_cast<size_t>(d.index);
       int64_t offset = gen.text_bytes[i];
       gen.note(d);
-      if (!d.text.empty() || !d.logprobs.empty()) {
+      ToolCallOutput parsed;
+      if (gen.holds_text()) {
+        // Held until the choice ends; then its content (if any) and its calls go
+        // out as two deltas, the calls in OpenAI's streamed shape (with "index").
+        ChoiceResult& c = gen.choices[i];
+        c.text += d.text;
+        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.finish == FinishReason::kNone) continue;
+        Json message = gen.message(i, &parsed);
+        if (!message["content"].is_null() || !c.logprobs.empty()) {
+          Json choice = {{"index", i},
+                         {"delta", {{"content", message["content"]}}},
+                         {"logprobs", gen.want_logprobs ? chat_logprobs(c.logprobs, gen.token_bytes) : Json()},
+                         {"finish_reason", nullptr}};
+          Json chunk = gen.chunk_base();
+          chunk["choices"] = Json::array({choice});
+          if (!send(with_usage_null(chunk))) return false;
+        }
+        if (!parsed.calls.empty()) {
+          Json choice = {{"index", i},
+                         {"delta", {{"tool_calls", tool_calls_json(parsed.calls, true)}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", nullptr}};
+          Json chunk = gen.chunk_base();
+          chunk["choices"] = Json::array({choice});
+          if (!send(with_usage_null(chunk))) return false;
+        }
+      } else if (!d.text.empty() || !d.logprobs.empty()) {
         Json choice = {{"index", i}};
         if (gen.chat) {
           choice["delta"] = {{"content", d.text}};
@@ -440,7 +492,7 @@ class Server {
         if (gen.chat) choice["delta"] = Json::object();
         else choice["text"] = "";
         choice["logprobs"] = nullptr;
-        choice["finish_reason"] = finish_json(d.finish);
+        choice["finish_reason"] = gen.finish(i, parsed);
         Json chunk = gen.chunk_base();
         chunk["choices"] = Json::array({choice});
         if (d.finish != FinishReason::kStop && d.finish != FinishReason::kLength) {

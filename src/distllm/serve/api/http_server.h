@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "distllm/serve/api/tool_calls.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
 #include "distllm/serve/metrics.h"
@@ -38,6 +39,8 @@ struct ApiServerConfig {
   // Token ids that end every request (besides the tokenizer's EOS), e.g. from
   // generation_config.json's eos_token_id list.
   std::vector<int32_t> default_stop_token_ids;
+  // How the model writes tool calls in free text, for tool_choice "auto".
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 class ApiServer {

@@ -1,4 +1,4 @@
-#include "distllm/serve/template_value.h"
+#include "distllm/serve/jinja/template_value.h"
 
 #include <cmath>
 #include <cstdio>

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/template_value.h"
+#include "distllm/serve/jinja/template_value.h"
 
 namespace distllm::serve {
 

@@ -1,4 +1,4 @@
-#include "distllm/serve/template_json.h"
+#include "distllm/serve/jinja/template_json.h"
 
 namespace distllm::serve {
 

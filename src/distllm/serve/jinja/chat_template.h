@@ -30,7 +30,7 @@
 #include <string>
 
 #include "distllm/base/error.h"
-#include "distllm/serve/template_value.h"
+#include "distllm/serve/jinja/template_value.h"
 
 namespace distllm::serve {
 
