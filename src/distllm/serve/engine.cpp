@@ -416,6 +416,10 @@ VerifyResult Engine::sample_chunk(const RequestState& st, const ScheduledChunk& 
     // Row i sees the sequence as it would be after the i accepted drafts: penalties
     // count them, min_tokens suppression depends on the count including them.
     SequenceContext ctx = st.sampling_context();
+    // NOTE for structured outputs: an allowed-token mask that depends on the tokens
+    // so far (a grammar) must be advanced over draft[0, i) for row i too; until the
+    // engine has one, rows share row 0's (empty) mask. Requests with a grammar
+    // should either advance it here or get no draft in propose_drafts().
     if (i > 0) {
       if (history.empty()) history.assign(all.begin() + seq.num_prompt_tokens, all.end());
       history.push_back(draft[static_cast<size_t>(i - 1)]);
