@@ -243,11 +243,13 @@ struct RunResult {
   std::vector<Choice> out;
   MetricsSnapshot metrics;
   EngineStats stats;
+  int mixed_steps = 0;  // steps holding a speculative chunk and a prefill chunk
 };
 
 RunResult run(const EngineConfig& cfg, const TestRunnerOptions& opts, std::vector<GenerationRequest> reqs) {
   ByteCodec codec;
   TestRunner runner(opts);
+  runner.record_batches(true);
   ServeMetrics metrics("test");
   Engine engine(runner, codec, cfg, metrics);
   engine.start();
@@ -257,6 +259,14 @@ RunResult run(const EngineConfig& cfg, const TestRunnerOptions& opts, std::vecto
   RunResult r;
   r.out = collect(*q, n);
   EXPECT_TRUE(engine.wait_idle(10));
+  for (const auto& batch : runner.recorded()) {
+    bool spec = false, prefill = false;
+    for (const SequenceChunk& c : batch) {
+      spec |= c.num_logits > 1;
+      prefill |= c.num_logits <= 1 && c.tokens.size() > 1;
+    }
+    r.mixed_steps += spec && prefill;
+  }
   r.metrics = metrics.snapshot();
   r.stats = engine.stats();
   EXPECT_EQ(r.stats.active_blocks, 0);
@@ -430,6 +440,7 @@ TEST(SpeculativeEngine, MixedBatchUnderPreemptionAndPrefixCache) {
       }
     EXPECT_GT(spec.stats.preemptions, 0);
     EXPECT_GT(spec.stats.max_batch_seqs, 1);
+    EXPECT_GT(spec.mixed_steps, 0);
     EXPECT_GT(spec.metrics.spec_accepted_tokens, 0);
     if (prefix) {
       EXPECT_GT(spec.metrics.prefix_hit_tokens, 0);
