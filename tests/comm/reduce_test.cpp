@@ -13,40 +13,15 @@
 namespace distllm::comm {
 namespace {
 
-TEST(CommTypes, NamesRoundTrip) {
-  for (DType t : kAllDTypes) {
-    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
-    EXPECT_EQ(parse_dtype(dtype_nccl_name(t)), t);
-  }
+TEST(CommTypes, ReduceOpNamesAndCollectiveDTypes) {
   for (ReduceOp op : kAllReduceOps) EXPECT_EQ(parse_reduce_op(reduce_op_name(op)), op);
+  EXPECT_THROW(parse_reduce_op("mean"), Error);
+  for (DType t : kCollectiveDTypes) EXPECT_TRUE(is_collective_dtype(t));
   try {
-    parse_dtype("f8");
+    check_collective_dtype(DType::kBool);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown dtype 'f8' (expected f32, f64, bf16, f16, i32, i64 or u8)");
-  }
-  EXPECT_THROW(parse_reduce_op("mean"), Error);
-}
-
-TEST(CommTypes, HalfConversions) {
-  EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
-  EXPECT_EQ(bf16_to_float(0x3F80), 1.0f);
-  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: rounds to even (1).
-  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3F80);
-  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3F82);  // 1 + 3*2^-8 ties up to even
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
-  EXPECT_EQ(float_to_f16(1.0f), 0x3C00);
-  EXPECT_EQ(float_to_f16(65504.0f), 0x7BFF);
-  EXPECT_EQ(float_to_f16(65520.0f), 0x7C00);     // rounds to inf
-  EXPECT_EQ(float_to_f16(5.960464477539063e-08f), 0x0001);  // smallest subnormal
-  EXPECT_EQ(float_to_f16(2.98023223876953125e-08f), 0x0000);  // exactly half of it: ties to even (0)
-  EXPECT_EQ(f16_to_float(0x0001), 5.960464477539063e-08f);
-  EXPECT_EQ(f16_to_float(0xC000), -2.0f);
-  EXPECT_TRUE(std::isinf(f16_to_float(0x7C00)));
-  // Every finite f16 survives f16 -> f32 -> f16.
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    if ((h & 0x7C00) == 0x7C00) continue;
-    ASSERT_EQ(float_to_f16(f16_to_float(static_cast<uint16_t>(h))), h) << h;
+    EXPECT_STREQ(e.what(), "collectives do not support dtype bool (they move f32, f64, bf16, f16, i32, i64 and u8)");
   }
 }
 
@@ -55,7 +30,7 @@ TEST(CommTypes, HalfConversions) {
 TEST(CommReduce, Avx2MatchesScalar) {
   if (!use_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   CounterRng rng(7);
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     size_t es = dtype_size(t);
     for (ReduceOp op : kAllReduceOps) {
       for (int n : {1, 2, 3, 5}) {
@@ -69,11 +44,12 @@ TEST(CommReduce, Avx2MatchesScalar) {
                 switch (t) {
                   case DType::kF32: std::memcpy(p, &v, 4); break;
                   case DType::kF64: { double d = v; std::memcpy(p, &d, 8); break; }
-                  case DType::kBF16: { uint16_t h = float_to_bf16(v); std::memcpy(p, &h, 2); break; }
-                  case DType::kF16: { uint16_t h = float_to_f16(v); std::memcpy(p, &h, 2); break; }
+                  case DType::kBF16: { uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); break; }
+                  case DType::kF16: { uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); break; }
                   case DType::kI32: { int32_t x = static_cast<int32_t>(rng.next_u64()); std::memcpy(p, &x, 4); break; }
                   case DType::kI64: { int64_t x = static_cast<int64_t>(rng.next_u64()); std::memcpy(p, &x, 8); break; }
                   case DType::kU8: *p = static_cast<uint8_t>(rng.next_u64()); break;
+                  default: FAIL() << "not a collective dtype";
                 }
               }
             }
@@ -86,7 +62,7 @@ TEST(CommReduce, Avx2MatchesScalar) {
               detail::reduce_avx2(b.data() + 3, ptrs.data(), n, count, t, op, 3, stream, widen && out_es == 4);
               store_fence();
               ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0)
-                  << dtype_name(t) << " " << reduce_op_name(op) << " n=" << n << " count=" << count
+                  << dtype_short_name(t) << " " << reduce_op_name(op) << " n=" << n << " count=" << count
                   << " stream=" << stream << " widen=" << widen;
             }
           }
@@ -117,11 +93,11 @@ TEST(CommReduce, SemanticsOfEachOp) {
     reduce_sources(uo, us, 2, 2, DType::kU8, ReduceOp::kAvg, 2);
     EXPECT_EQ(uo[0], 22);  // the wrapped sum, then divided (NCCL's rule)
     // bf16 accumulates in f32: 256 + 1 + 1 rounds once, to 258.
-    uint16_t h[3] = {float_to_bf16(256), float_to_bf16(1), float_to_bf16(1)};
+    uint16_t h[3] = {f32_to_bf16(256), f32_to_bf16(1), f32_to_bf16(1)};
     const void* hs[3] = {&h[0], &h[1], &h[2]};
     uint16_t ho;
     reduce_sources(&ho, hs, 3, 1, DType::kBF16, ReduceOp::kSum, 3);
-    EXPECT_EQ(bf16_to_float(ho), 258.0f);
+    EXPECT_EQ(bf16_to_f32(ho), 258.0f);
     float fo;
     reduce_sources(&fo, hs, 3, 1, DType::kBF16, ReduceOp::kAvg, 3, false, true);
     EXPECT_EQ(fo, 86.0f);

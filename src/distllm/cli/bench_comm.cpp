@@ -123,23 +123,23 @@ class RawMpiRunner : public Runner {
     switch (c) {
       case Coll::kAllreduce: DL_MPI(MPI_Allreduce(send, out, n, dt, mop, MPI_COMM_WORLD)); break;
       case Coll::kAllgather: {
-        const void* s = in == static_cast<const uint8_t*>(out) + rank * count * comm::dtype_size(t) ? MPI_IN_PLACE : in;
+        const void* s = in == static_cast<const uint8_t*>(out) + rank * count * dtype_size(t) ? MPI_IN_PLACE : in;
         DL_MPI(MPI_Allgather(s, n, dt, out, n, dt, MPI_COMM_WORLD));
         break;
       }
       case Coll::kReduceScatter: {
         // MPI's in-place form keeps the whole input in the receive buffer.
-        bool inplace = out == static_cast<const uint8_t*>(in) + rank * count * comm::dtype_size(t);
+        bool inplace = out == static_cast<const uint8_t*>(in) + rank * count * dtype_size(t);
         if (inplace) {
           DL_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, const_cast<void*>(in), n, dt, mop, MPI_COMM_WORLD));
           // MPI leaves the block at the start; our in-place layout has it at rank*count.
-          if (rank != 0) std::memmove(out, in, count * comm::dtype_size(t));
+          if (rank != 0) std::memmove(out, in, count * dtype_size(t));
         } else
           DL_MPI(MPI_Reduce_scatter_block(in, out, n, dt, mop, MPI_COMM_WORLD));
         break;
       }
       case Coll::kBroadcast:
-        if (rank == root && in != out) std::memcpy(out, in, count * comm::dtype_size(t));
+        if (rank == root && in != out) std::memcpy(out, in, count * dtype_size(t));
         DL_MPI(MPI_Bcast(out, n, dt, root, MPI_COMM_WORLD));
         break;
       case Coll::kAlltoall: DL_MPI(MPI_Alltoall(send, n, dt, out, n, dt, MPI_COMM_WORLD)); break;
@@ -164,28 +164,30 @@ double value(int rank, size_t i, DType t, ReduceOp op) {
 }
 
 void store(DType t, void* base, size_t i, double v) {
-  auto* p = static_cast<uint8_t*>(base) + i * comm::dtype_size(t);
+  auto* p = static_cast<uint8_t*>(base) + i * dtype_size(t);
   switch (t) {
     case DType::kF32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
     case DType::kF64: std::memcpy(p, &v, 8); break;
-    case DType::kBF16: { uint16_t h = comm::float_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case DType::kF16: { uint16_t h = comm::float_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::kBF16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::kF16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
     case DType::kI32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
     case DType::kI64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
     case DType::kU8: *p = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+    default: comm::check_collective_dtype(t);
   }
 }
 
 double load(DType t, const void* base, size_t i) {
-  const auto* p = static_cast<const uint8_t*>(base) + i * comm::dtype_size(t);
+  const auto* p = static_cast<const uint8_t*>(base) + i * dtype_size(t);
   switch (t) {
     case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::kF64: { double d; std::memcpy(&d, p, 8); return d; }
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return comm::bf16_to_float(h); }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return comm::f16_to_float(h); }
+    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
     case DType::kI32: { int32_t x; std::memcpy(&x, p, 4); return x; }
     case DType::kI64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
     case DType::kU8: return *p;
+    default: comm::check_collective_dtype(t);
   }
   return 0;
 }
@@ -201,7 +203,7 @@ double reduce_ref(size_t i, int n, DType t, ReduceOp op) {
   }
   if (op != ReduceOp::kAvg) return acc;
   if (t == DType::kF64) return acc / n;
-  if (comm::dtype_is_float(t)) return static_cast<float>(acc) / static_cast<float>(n);
+  if (dtype_is_float(t)) return static_cast<float>(acc) / static_cast<float>(n);
   return std::trunc(acc / n);
 }
 
@@ -300,7 +302,7 @@ struct Schedule {
 Timing measure(Runner& runner, const Case& c, bool in_place, void* sendbuf, void* recvbuf, const Schedule& plan,
                bool check) {
   int iters = plan.iters, warmup = plan.warmup;
-  const size_t es = comm::dtype_size(c.t);
+  const size_t es = dtype_size(c.t);
   const void* in = sendbuf;
   void* out = recvbuf;
   size_t block = c.count * es;
@@ -381,7 +383,8 @@ int run_bench_comm(Args& args) {
     if (op_name == c.name) info = &c;
   DL_CHECK(info != nullptr, "--op '%s' is not one of allreduce, allgather, reducescatter, broadcast, alltoall, reduce",
            op_name.c_str());
-  DType t = comm::parse_dtype(dtype_name);
+  DType t = parse_dtype(dtype_name);
+  comm::check_collective_dtype(t);
   ReduceOp op = comm::parse_reduce_op(redop_name);
   DL_CHECK(minbytes >= 0 && maxbytes >= minbytes, "-b %lld and -e %lld must satisfy 0 <= b <= e",
            static_cast<long long>(minbytes), static_cast<long long>(maxbytes));
@@ -390,7 +393,7 @@ int run_bench_comm(Args& args) {
   const bool raw = backend == "raw-mpi";
   if (raw) {
     DL_CHECK(t != DType::kBF16 && t != DType::kF16, "raw-mpi has no %s reduction (MPI lacks the type)",
-             comm::dtype_name(t));
+             dtype_short_name(t));
     DL_CHECK(op != ReduceOp::kAvg, "raw-mpi has no avg (MPI lacks the operator)");
   }
 
@@ -427,7 +430,7 @@ int run_bench_comm(Args& args) {
   const double bound_busbw = factor_bus * membw / (traffic_bytes(info->coll, n, 1.0));
   if (rank == 0) {
     std::printf("# distllm bench comm: op %s, %s, dtype %s, redop %s, iters %lld, warmup %lld\n", info->name,
-                runner->describe().c_str(), comm::dtype_nccl_name(t), info->reduces ? comm::reduce_op_name(op) : "none",
+                runner->describe().c_str(), dtype_nccl_name(t), info->reduces ? comm::reduce_op_name(op) : "none",
                 static_cast<long long>(iters), static_cast<long long>(warmup));
     std::printf("# memory bandwidth: %.2f GB/s (STREAM triad, %d ranks at once)\n", membw, n);
     std::printf("# traffic model: every rank reads its input and writes its output once -> busbw <= %.2f GB/s\n",
@@ -445,7 +448,7 @@ int run_bench_comm(Args& args) {
     std::fflush(stdout);
   }
 
-  const size_t es = comm::dtype_size(t);
+  const size_t es = dtype_size(t);
   const size_t unit = info->total_size ? es * static_cast<size_t>(n) : es;
   // Buffers sized for the largest row, touched once before timing.
   size_t max_count = static_cast<size_t>(maxbytes) / unit;
@@ -484,7 +487,7 @@ int run_bench_comm(Args& args) {
       sum_busbw += bus_a;
       ++rows;
       (void)bus_b;
-      std::printf("  %10.0f %12zu %8s %6s %6d   %s   %s\n", size, count * (unit / es), comm::dtype_nccl_name(t),
+      std::printf("  %10.0f %12zu %8s %6s %6d   %s   %s\n", size, count * (unit / es), dtype_nccl_name(t),
                   info->reduces ? comm::reduce_op_name(op) : "none", info->rooted ? static_cast<int>(root) : -1,
                   a.c_str(), b.c_str());
       std::fflush(stdout);

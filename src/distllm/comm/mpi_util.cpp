@@ -23,6 +23,7 @@ MPI_Datatype mpi_dtype(DType t) {
     case DType::kI32: return MPI_INT32_T;
     case DType::kI64: return MPI_INT64_T;
     case DType::kU8: return MPI_UINT8_T;
+    default: break;  // ProcessGroup refuses every other dtype before a backend sees it
   }
   return MPI_BYTE;
 }

@@ -89,7 +89,7 @@ std::string format_args(const Descriptor& d) {
                    static_cast<unsigned long long>(d.counts_hash));
   else if (kind != OpKind::kAlltoallv)
     s += strprintf("count=%llu", static_cast<unsigned long long>(d.count));
-  s += strprintf("%sdtype=%s", kind == OpKind::kAlltoallv ? "" : ", ", dtype_name(static_cast<DType>(d.dtype)));
+  s += strprintf("%sdtype=%s", kind == OpKind::kAlltoallv ? "" : ", ", dtype_short_name(static_cast<DType>(d.dtype)));
   if (reduces(kind)) s += strprintf(", op=%s", reduce_op_name(static_cast<ReduceOp>(d.reduce)));
   if (d.root >= 0) s += strprintf(", root=%d", d.root);
   return s + ")";
@@ -118,6 +118,9 @@ void ProcessGroup::Impl::validate(const Op& op) const {
     DL_CHECK(p != nullptr || count == 0, "%s on group '%s': %s is null but the count is %zu", what, name.c_str(), arg,
              count);
   };
+  if (op.kind != OpKind::kBarrier && op.kind != OpKind::kSplit)
+    DL_CHECK(is_collective_dtype(op.dtype), "%s on group '%s': collectives do not support dtype %s", what, name.c_str(),
+             dtype_short_name(op.dtype));
   if (rooted(op.kind))
     DL_CHECK(op.root >= 0 && op.root < size, "%s on group '%s': root %d is outside [0, %d)", what, name.c_str(),
              op.root, size);

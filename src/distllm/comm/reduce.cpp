@@ -99,8 +99,9 @@ void reduce_scalar_range(void* out, const void* const* srcs, int nsrc, size_t be
     case DType::kI32: return reduce_plain<int32_t>(out, srcs, nsrc, begin, end, op, div);
     case DType::kI64: return reduce_plain<int64_t>(out, srcs, nsrc, begin, end, op, div);
     case DType::kU8: return reduce_plain<uint8_t>(out, srcs, nsrc, begin, end, op, div);
-    case DType::kBF16: return reduce_half<bf16_to_float, float_to_bf16>(out, srcs, nsrc, begin, end, op, div, widen);
-    case DType::kF16: return reduce_half<f16_to_float, float_to_f16>(out, srcs, nsrc, begin, end, op, div, widen);
+    case DType::kBF16: return reduce_half<bf16_to_f32, f32_to_bf16>(out, srcs, nsrc, begin, end, op, div, widen);
+    case DType::kF16: return reduce_half<f16_to_f32, f32_to_f16>(out, srcs, nsrc, begin, end, op, div, widen);
+    default: check_collective_dtype(dtype);
   }
 }
 
@@ -140,7 +141,7 @@ void widen_to_f32(const void* src, DType dtype, float* dst, size_t count) {
   DL_ASSERT(dtype == DType::kBF16 || dtype == DType::kF16);
   for (size_t i = 0; i < count; ++i) {
     uint16_t h = load_at<uint16_t>(src, i);
-    dst[i] = dtype == DType::kBF16 ? bf16_to_float(h) : f16_to_float(h);
+    dst[i] = dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
   }
 }
 
@@ -149,7 +150,7 @@ void narrow_from_f32(const float* src, DType dtype, void* dst, size_t count, int
   const float div = static_cast<float>(divisor > 1 ? divisor : 1);
   for (size_t i = 0; i < count; ++i) {
     float v = divisor > 1 ? src[i] / div : src[i];
-    store_at<uint16_t>(dst, i, dtype == DType::kBF16 ? float_to_bf16(v) : float_to_f16(v));
+    store_at<uint16_t>(dst, i, dtype == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v));
   }
 }
 
@@ -173,13 +174,14 @@ void divide_in_place(void* data, size_t count, DType dtype, int divisor) {
       for (size_t i = 0; i < count; ++i) {
         uint16_t h = load_at<uint16_t>(data, i);
         if (dtype == DType::kBF16)
-          h = float_to_bf16(bf16_to_float(h) / static_cast<float>(divisor));
+          h = f32_to_bf16(bf16_to_f32(h) / static_cast<float>(divisor));
         else
-          h = float_to_f16(f16_to_float(h) / static_cast<float>(divisor));
+          h = f32_to_f16(f16_to_f32(h) / static_cast<float>(divisor));
         store_at<uint16_t>(data, i, h);
       }
       return;
     }
+    default: check_collective_dtype(dtype);
   }
 }
 

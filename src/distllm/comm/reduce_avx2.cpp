@@ -272,6 +272,7 @@ void reduce_avx2(void* out, const void* const* srcs, int n, size_t count, DType 
     case DType::kI32: return dispatch_int<int32_t>(out, srcs, n, count, dtype, op, div, streaming);
     case DType::kI64: return dispatch_int<int64_t>(out, srcs, n, count, dtype, op, div, streaming);
     case DType::kU8: return dispatch_int<uint8_t>(out, srcs, n, count, dtype, op, div, streaming);
+    default: check_collective_dtype(dtype);
   }
 }
 

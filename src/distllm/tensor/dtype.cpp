@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "distllm/base/error.h"
+#include "distllm/base/strings.h"
 
 namespace distllm {
 
@@ -36,12 +37,59 @@ std::string_view dtype_name(DType t) {
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
-  static const DType all[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI64,
-                              DType::kI32, DType::kI16, DType::kI8,  DType::kU8,   DType::kBool,
-                              DType::kU16, DType::kU32, DType::kU64};
-  for (DType t : all)
+  for (DType t : kAllDTypes)
     if (dtype_name(t) == name) return t;
   return std::nullopt;
+}
+
+const char* dtype_short_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI64: return "i64";
+    case DType::kI32: return "i32";
+    case DType::kI16: return "i16";
+    case DType::kI8: return "i8";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kU64: return "u64";
+  }
+  return "?";
+}
+
+const char* dtype_nccl_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kF16: return "half";
+    case DType::kBF16: return "bfloat16";
+    case DType::kI64: return "int64";
+    case DType::kI32: return "int32";
+    case DType::kI16: return "int16";
+    case DType::kI8: return "int8";
+    case DType::kU8: return "uint8";
+    case DType::kBool: return "bool";
+    case DType::kU16: return "uint16";
+    case DType::kU32: return "uint32";
+    case DType::kU64: return "uint64";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view text) {
+  if (std::optional<DType> t = dtype_from_name(text)) return *t;
+  for (DType t : kAllDTypes)
+    if (text == dtype_short_name(t) || text == dtype_nccl_name(t)) return t;
+  if (text == "float32") return DType::kF32;
+  if (text == "float64") return DType::kF64;
+  if (text == "float16") return DType::kF16;
+  throw_error(strprintf("unknown dtype '%s' (expected one of f32, f64, f16, bf16, i64, i32, i16, i8, u8, bool, u16, "
+                        "u32, u64, or their safetensors or nccl-tests spellings)",
+                        std::string(text).c_str()));
 }
 
 bool dtype_is_float(DType t) {
@@ -75,26 +123,28 @@ float f16_to_f32(uint16_t h) {
 }
 
 uint16_t f32_to_f16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // overflow (rounds to inf) or inf
-  if (abs < 0x38800000u) {                         // result is subnormal or zero
-    if (abs < 0x33000000u) return sign;            // below half the smallest subnormal
-    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
-    uint32_t half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return sign | static_cast<uint16_t>(half);
+  uint32_t a;
+  std::memcpy(&a, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((a >> 16) & 0x8000u);
+  a &= 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {
+    // Result is subnormal (or zero): round a * 2^24 to an integer, ties to even.
+    if (a < 0x33000000u) return sign;  // below half the smallest subnormal
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(a >> 23);  // 14..24 (value = mant * 2^(e-150))
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
   }
-  uint32_t h = ((abs >> 13) - ((127 - 15) << 10));
-  uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
+  // Normal: rebias the exponent (127 -> 15), round the mantissa from 23 to 10 bits;
+  // a carry moves into the exponent, as it should.
+  uint32_t r = a - 0x38000000u;
+  r += 0xfffu + ((r >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (r >> 13));
 }
 
 void convert_to_f32(DType from, const void* src, float* dst, size_t n) {

@@ -68,12 +68,12 @@ class Collectives : public ::testing::TestWithParam<std::string> {
 };
 
 std::string label(DType t, ReduceOp op, size_t count, bool in_place) {
-  return std::string(dtype_name(t)) + "/" + reduce_op_name(op) + "/n=" + std::to_string(count) +
+  return std::string(dtype_short_name(t)) + "/" + reduce_op_name(op) + "/n=" + std::to_string(count) +
          (in_place ? "/in-place" : "");
 }
 
 TEST_P(Collectives, Allreduce) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (ReduceOp op : kAllReduceOps) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, awkward(), size_t{3001}}) {
         Buf want(t, count);
@@ -138,7 +138,7 @@ TEST_P(Collectives, AllreduceRandomFloatsIdenticalEverywhere) {
 }
 
 TEST_P(Collectives, Reduce) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (ReduceOp op : kAllReduceOps) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, awkward(), size_t{2500}}) {
         for (int root : {0, n - 1}) {
@@ -164,7 +164,7 @@ TEST_P(Collectives, Reduce) {
 }
 
 TEST_P(Collectives, Broadcast) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, awkward(), size_t{40000}}) {
       for (int root : {0, n - 1}) {
         Buf want = input(root, t, ReduceOp::kSum, count);
@@ -180,7 +180,7 @@ TEST_P(Collectives, Broadcast) {
 }
 
 TEST_P(Collectives, Allgather) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, awkward(), size_t{5000}}) {
       Buf want(t, count * n);
       for (int r = 0; r < n; ++r)
@@ -203,7 +203,7 @@ std::vector<size_t> uneven_counts(int n, size_t scale) {
 }
 
 TEST_P(Collectives, Allgatherv) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (size_t scale : {size_t{0}, size_t{1}, size_t{997}}) {
       std::vector<size_t> counts = uneven_counts(n, scale);
       if (scale == 0) std::fill(counts.begin(), counts.end(), 0);
@@ -225,7 +225,7 @@ TEST_P(Collectives, Allgatherv) {
 }
 
 TEST_P(Collectives, GatherAndScatter) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (size_t count : {size_t{0}, size_t{1}, awkward(), size_t{3000}}) {
       for (int root : {0, n - 1}) {
         Buf want(t, count * n);
@@ -246,7 +246,7 @@ TEST_P(Collectives, GatherAndScatter) {
 }
 
 TEST_P(Collectives, ReduceScatter) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (ReduceOp op : kAllReduceOps) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1500}}) {
         const size_t total = count * n;
@@ -265,7 +265,7 @@ TEST_P(Collectives, ReduceScatter) {
 }
 
 TEST_P(Collectives, ReduceScatterV) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (ReduceOp op : kAllReduceOps) {
       for (size_t scale : {size_t{1}, size_t{613}}) {
         std::vector<size_t> counts = uneven_counts(n, scale);
@@ -283,7 +283,7 @@ TEST_P(Collectives, ReduceScatterV) {
 }
 
 TEST_P(Collectives, Alltoall) {
-  for (DType t : kAllDTypes) {
+  for (DType t : kCollectiveDTypes) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{2000}}) {
       // Block d of rank s's input is pattern(s, d*count + i).
       Buf in = input(me, t, ReduceOp::kSum, count * n), out(t, count * n), want(t, count * n);

@@ -36,11 +36,12 @@ class Buf {
     switch (t_) {
       case DType::kF32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
       case DType::kF64: std::memcpy(p, &v, 8); break;
-      case DType::kBF16: { uint16_t h = float_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::kF16: { uint16_t h = float_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DType::kBF16: { uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DType::kF16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
       case DType::kI32: { int32_t x = static_cast<int32_t>(static_cast<int64_t>(v)); std::memcpy(p, &x, 4); break; }
       case DType::kI64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
       case DType::kU8: *p = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+      default: ADD_FAILURE() << "not a collective dtype";
     }
   }
   double get(size_t i) const {
@@ -48,11 +49,12 @@ class Buf {
     switch (t_) {
       case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
       case DType::kF64: { double d; std::memcpy(&d, p, 8); return d; }
-      case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_float(h); }
-      case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_float(h); }
+      case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+      case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
       case DType::kI32: { int32_t x; std::memcpy(&x, p, 4); return x; }
       case DType::kI64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
       case DType::kU8: return *p;
+      default: ADD_FAILURE() << "not a collective dtype";
     }
     return 0;
   }
