@@ -448,6 +448,21 @@ TEST(SpeculativeEngine, MixedBatchUnderPreemptionAndPrefixCache) {
   }
 }
 
+TEST(SpeculativeEngine, DisabledAboveABatchSize) {
+  TestRunnerOptions o = copying(6, 0);
+  std::vector<GenerationRequest> reqs = {greedy("abcdef abcdef", 30), greedy("ghijkl ghijkl", 30)};
+  EngineConfig cfg = config(64, true, true);
+  cfg.speculative.disable_by_batch_size = 1;  // two running: no drafts
+  RunResult two = run(cfg, o, reqs);
+  EXPECT_EQ(two.metrics.spec_drafts, 0);
+  RunResult plain = run(config(64, true, false), o, reqs);
+  expect_same(plain.out, two.out, "disabled");
+  RunResult one = run(cfg, o, {reqs[0]});
+  EXPECT_GT(one.metrics.spec_accepted_tokens, 0);
+  cfg.speculative.disable_by_batch_size = -1;
+  EXPECT_THROW(cfg.speculative.validate(), Error);
+}
+
 // A later request reuses prefix blocks that include tokens generated with
 // speculation: only accepted tokens were ever registered, so its output is right.
 TEST(SpeculativeEngine, PrefixCacheHoldsOnlyAcceptedTokens) {

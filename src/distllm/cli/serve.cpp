@@ -77,6 +77,8 @@ int run_serve(Args& args) {
       static_cast<int>(args.get_int("num-speculative-tokens", 4, "draft tokens verified per step (k)"));
   ecfg.speculative.ngram.min_n = static_cast<int>(args.get_int("ngram-min", 2, "shortest suffix n-gram looked up"));
   ecfg.speculative.ngram.max_n = static_cast<int>(args.get_int("ngram-max", 4, "longest suffix n-gram looked up (tried first)"));
+  ecfg.speculative.disable_by_batch_size = static_cast<int>(args.get_int(
+      "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");

@@ -390,9 +390,11 @@ bool Engine::process_sample(RequestState& st, const SampleResult& sample, double
 
 void Engine::propose_drafts() {
   const SpeculativeConfig& spec = config_.speculative;
+  const bool off = !spec.enabled() || (spec.disable_by_batch_size > 0 &&
+                                       scheduler_.num_running() > static_cast<size_t>(spec.disable_by_batch_size));
   for (Sequence* seq : scheduler_.running()) {
     seq->draft.clear();
-    if (!spec.enabled()) continue;
+    if (off) continue;
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
     if (len - seq->num_computed != 1) continue;  // still prefilling
     const RequestState& st = *requests_.at(seq->id);

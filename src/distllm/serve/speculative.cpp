@@ -9,6 +9,8 @@ void SpeculativeConfig::validate() const {
   DL_CHECK(num_speculative_tokens >= 1 && num_speculative_tokens <= 64,
            "--num-speculative-tokens must be in [1, 64], got %d", num_speculative_tokens);
   DL_CHECK(ngram.min_n >= 1, "--ngram-min must be at least 1, got %d", ngram.min_n);
+  DL_CHECK(disable_by_batch_size >= 0, "--speculative-disable-by-batch-size must not be negative, got %d",
+           disable_by_batch_size);
   DL_CHECK(ngram.max_n >= ngram.min_n, "--ngram-max (%d) must be at least --ngram-min (%d)", ngram.max_n, ngram.min_n);
 }
 

@@ -40,6 +40,10 @@ struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
   int num_speculative_tokens = 4;  // k: draft tokens per step at most
   NgramConfig ngram;
+  // > 0: no drafts in a step where more than this many requests are running (vLLM's
+  // speculative_disable_by_batch_size): large batches are compute-bound, and every
+  // rejected draft costs real work there (docs/benchmarks.md).
+  int disable_by_batch_size = 0;
 
   bool enabled() const { return method != SpeculativeMethod::kNone && num_speculative_tokens > 0; }
   // Throws distllm::Error naming the flag when a setting is out of range.
