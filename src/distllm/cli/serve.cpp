@@ -72,6 +72,14 @@ int run_serve(Args& args) {
   ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "running + waiting beyond --max-num-seqs + this get 429"));
   ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
   ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
+  ecfg.speculative.method = serve::parse_speculative_method(
+      args.get_string("speculative", "none", "speculative decoding: none or ngram (prompt lookup)"));
+  ecfg.speculative.num_speculative_tokens =
+      static_cast<int>(args.get_int("num-speculative-tokens", 4, "draft tokens verified per step (k)"));
+  ecfg.speculative.ngram.min_n = static_cast<int>(args.get_int("ngram-min", 2, "shortest suffix n-gram looked up"));
+  ecfg.speculative.ngram.max_n = static_cast<int>(args.get_int("ngram-max", 4, "longest suffix n-gram looked up (tried first)"));
+  ecfg.speculative.disable_by_batch_size = static_cast<int>(args.get_int(
+      "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");

@@ -92,8 +92,10 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     for (int i = 0; i < c.n; ++i)
       DL_CHECK(c.tokens[i] >= 0 && c.tokens[i] < V, "batch entry %zu: token id %d outside the vocabulary [0, %d)", s,
                c.tokens[i], V);
+    DL_CHECK(c.num_logits >= 0 && c.num_logits <= c.n, "batch entry %zu asks for logits of %d positions but has %d tokens",
+             s, c.num_logits, c.n);
     N += c.n;
-    n_logits += c.need_logits;
+    n_logits += c.num_logits;
   }
   logits.resize(static_cast<size_t>(n_logits) * V);
   if (N == 0) return;
@@ -195,7 +197,10 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     int64_t r = 0, k = 0;
     for (const auto& c : batch) {
       r += c.n;
-      if (c.need_logits) std::memcpy(last_.data() + (k++) * C, x_.data() + (r - 1) * C, sizeof(float) * C);
+      if (c.num_logits > 0) {
+        std::memcpy(last_.data() + k * C, x_.data() + (r - c.num_logits) * C, sizeof(float) * C * c.num_logits);
+        k += c.num_logits;
+      }
     }
   }
   norm(final_norm_w_, final_norm_b_, last_.data(), h_.data(), n_logits);
