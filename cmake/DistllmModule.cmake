@@ -9,6 +9,13 @@ function(distllm_module name)
   if(simd_srcs)
     set_source_files_properties(${simd_srcs} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
   endif()
+  # AVX-512 (F, BW, VL, BF16, VNNI) files: their functions run only where
+  # use_avx512() says the CPU and the OS support it.
+  file(GLOB avx512_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_avx512.cpp)
+  if(avx512_srcs)
+    set_source_files_properties(${avx512_srcs} PROPERTIES COMPILE_OPTIONS
+      "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mavx512vnni;-mfma;-mf16c")
+  endif()
   add_library(distllm_${name} STATIC ${srcs})
   target_include_directories(distllm_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(distllm_${name} PUBLIC ${M_DEPS})

@@ -40,7 +40,7 @@ struct Sim {
     }
     sched.on_step_done(out);
     for (const auto& c : out.chunks) {
-      if (!c.need_logits) continue;
+      if (c.num_logits == 0) continue;
       Sequence* s = c.seq;
       s->tokens.push_back(static_cast<int32_t>(7 + s->tokens.size()));
       if (s->num_generated() >= target[s->id - 1]) sched.finish(s);
@@ -67,7 +67,7 @@ TEST(Scheduler, ChunksLongPrefillsAndServesDecodesFirst) {
   auto out = sim.step();
   ASSERT_EQ(out.chunks.size(), 1u);
   EXPECT_EQ(out.chunks[0].num_tokens, 3);
-  EXPECT_TRUE(out.chunks[0].need_logits);
+  EXPECT_EQ(out.chunks[0].num_logits, 1);
   Sequence* b = sim.add(prompt_of(20, 1), 2);
   out = sim.step();
   ASSERT_EQ(out.chunks.size(), 2u);
@@ -75,14 +75,14 @@ TEST(Scheduler, ChunksLongPrefillsAndServesDecodesFirst) {
   EXPECT_EQ(out.chunks[0].num_tokens, 1);
   EXPECT_EQ(out.chunks[1].seq, b);
   EXPECT_EQ(out.chunks[1].num_tokens, 7);  // the rest of the budget
-  EXPECT_FALSE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 0);
   EXPECT_EQ(out.num_batched_tokens, 8);
   out = sim.step();
   EXPECT_EQ(out.chunks[1].num_tokens, 7);
-  EXPECT_FALSE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 0);
   out = sim.step();
   EXPECT_EQ(out.chunks[1].num_tokens, 6);  // 20 = 7 + 7 + 6
-  EXPECT_TRUE(out.chunks[1].need_logits);
+  EXPECT_EQ(out.chunks[1].num_logits, 1);
   EXPECT_EQ(b->num_generated(), 1);
   sim.run_to_completion(100);
   EXPECT_EQ(a->status, SeqStatus::kFinished);
@@ -149,6 +149,56 @@ TEST(Scheduler, AdmittedSequencesReusePrefixCache) {
   EXPECT_EQ(sim.kv.prefix_stats().hit_requests, 1);
   EXPECT_EQ(sim.kv.prefix_stats().hit_tokens, 8);
   EXPECT_EQ(sim.kv.prefix_stats().query_tokens, 18);
+}
+
+// Drafts: [newest, drafts] chunks, cut to the budget, dropped before preempting;
+// only accepted positions count as computed.
+TEST(Scheduler, SpeculativeDraftsFitBudgetAndBlocks) {
+  Sim sim(5, 4, false, {.max_num_batched_tokens = 4, .max_num_seqs = 4});
+  Sequence* a = sim.add(prompt_of(3), 20);
+  sim.step();  // prefill: 3 tokens, one sampled -> 4 tokens, 3 computed
+  ASSERT_EQ(a->num_computed, 3);
+  a->draft = {1, 2, 3, 4, 5};
+  SchedulerOutput out = sim.sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].num_tokens, 4);  // budget 4: newest + 3 drafts
+  EXPECT_EQ(out.chunks[0].num_draft, 3);
+  EXPECT_EQ(out.chunks[0].num_logits, 4);
+  EXPECT_EQ(a->draft.size(), 3u);
+  EXPECT_EQ(sim.kv.block_table(a->id).size(), 2u);  // positions 0..6
+  sim.sched.on_step_done(out);
+  EXPECT_EQ(a->num_computed, 4);  // the newest token only
+  // Two drafts accepted + the token after them.
+  a->tokens.insert(a->tokens.end(), {1, 2, 9});
+  sim.sched.accept_draft(a, 2);
+  EXPECT_EQ(a->num_computed, 6);
+  EXPECT_TRUE(a->draft.empty());
+  sim.kv.check_invariants();
+}
+
+TEST(Scheduler, DraftsAreDroppedBeforeAnyonePreempts) {
+  Sim sim(4, 4, false, {.max_num_batched_tokens = 16, .max_num_seqs = 4});
+  Sequence* a = sim.add(prompt_of(3), 20);
+  sim.step();  // a: 4 tokens, 3 computed, 1 block
+  Sequence* b = sim.add(prompt_of(4, 1), 20);
+  a->draft.clear();
+  sim.step();  // a decodes at position 3 (same block), b prefills 4 tokens (1 block)
+  ASSERT_EQ(sim.kv.num_free_blocks(), 2);
+  ASSERT_EQ(a->num_computed, 4);
+  // a's newest token is at position 4 (block 1); with 8 drafts it would need blocks
+  // 1..3, three of the two free, while a alone and b's decode need one each.
+  a->draft = {1, 2, 3, 4, 5, 6, 7, 8};
+  SchedulerOutput out = sim.sched.schedule();
+  EXPECT_TRUE(out.preempted.empty());
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.chunks[0].seq, a);
+  EXPECT_EQ(out.chunks[0].num_draft, 0);
+  EXPECT_EQ(out.chunks[0].num_tokens, 1);
+  EXPECT_EQ(out.chunks[0].num_logits, 1);
+  EXPECT_TRUE(a->draft.empty());
+  EXPECT_EQ(out.chunks[1].seq, b);
+  EXPECT_EQ(b->status, SeqStatus::kRunning);
+  sim.kv.check_invariants();
 }
 
 TEST(Scheduler, RejectsConfigThatStarves) {

@@ -21,7 +21,7 @@ uint64_t TestRunner::value_at(int32_t token, int32_t pos, uint64_t digest) {
   return mix64(digest ^ mix64((static_cast<uint64_t>(static_cast<uint32_t>(token)) << 32) | static_cast<uint32_t>(pos)));
 }
 
-void TestRunner::logits_for(uint64_t value, float* out) const {
+void TestRunner::logits_for(uint64_t value, int32_t copy_token, float* out) const {
   for (int t = 0; t < options_.vocab_size; ++t) {
     float u = static_cast<float>(mix64(value ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1))) >> 40) / 16777216.0f;
     // Printable ASCII is likelier, so greedy text is readable; other bytes still
@@ -32,6 +32,10 @@ void TestRunner::logits_for(uint64_t value, float* out) const {
     bool eos = options_.eos_permille > 0 && static_cast<int>(mix64(value) % 1000) < options_.eos_permille;
     out[options_.eos_token] = eos ? 10.0f : -20.0f;
   }
+  if (options_.copy_period > 0 && copy_token >= 0 &&
+      static_cast<int>((mix64(value) >> 20) % 1000) >= options_.copy_break_permille) {
+    out[copy_token] += 8.0f;
+  }
 }
 
 void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) {
@@ -41,7 +45,10 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
   for (const auto& c : batch) {
     DL_CHECK(c.request_id != fail_id_.load(), "test runner: injected failure for request %llu",
              static_cast<unsigned long long>(c.request_id));
-    need += c.need_logits ? 1 : 0;
+    DL_CHECK(c.num_logits >= 0 && c.num_logits <= static_cast<int>(c.tokens.size()),
+             "test runner: request %llu asks for %d logits rows of a %zu-token chunk",
+             static_cast<unsigned long long>(c.request_id), c.num_logits, c.tokens.size());
+    need += static_cast<size_t>(c.num_logits);
   }
   logits.assign(need * static_cast<size_t>(options_.vocab_size), 0.0f);
   size_t row = 0;
@@ -57,7 +64,7 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
       DL_CHECK(block >= 0 && block < num_blocks_, "test runner: block id %d out of range", block);
       return slots_[static_cast<size_t>(block) * block_size_ + static_cast<size_t>(pos % block_size_)];
     };
-    uint64_t last = 0;
+    const int32_t n = static_cast<int32_t>(c.tokens.size());
     for (int32_t i = 0; i < static_cast<int32_t>(c.tokens.size()); ++i) {
       int32_t pos = c.start_pos + i;
       uint64_t digest = 0x1234;
@@ -69,10 +76,20 @@ void TestRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<fl
       }
       Slot& own = slot_of(pos);
       own.pos = pos;
-      own.value = value_at(c.tokens[static_cast<size_t>(i)], pos, digest);
-      last = own.value;
+      own.token = c.tokens[static_cast<size_t>(i)];
+      own.value = value_at(own.token, pos, digest);
+      if (i >= n - c.num_logits) {
+        int32_t copy_token = -1;
+        const int32_t src = pos + 1 - options_.copy_period;
+        if (options_.copy_period > 0 && src >= 0) {
+          const Slot& s = slot_of(src);
+          DL_CHECK(s.pos == src, "test runner: request %llu position %d reads a slot holding position %d",
+                   static_cast<unsigned long long>(c.request_id), src, s.pos);
+          copy_token = s.token;
+        }
+        logits_for(own.value, copy_token, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
+      }
     }
-    if (c.need_logits) logits_for(last, logits.data() + row++ * static_cast<size_t>(options_.vocab_size));
   }
   steps_++;
   int seqs = static_cast<int>(batch.size());
@@ -96,7 +113,9 @@ std::vector<float> TestRunner::reference_logits(const std::vector<int32_t>& toke
     values.push_back(value_at(tokens[p], static_cast<int32_t>(p), digest));
   }
   std::vector<float> out(static_cast<size_t>(options_.vocab_size));
-  logits_for(values.back(), out.data());
+  const int64_t src = static_cast<int64_t>(tokens.size()) - options_.copy_period;
+  const int32_t copy_token = options_.copy_period > 0 && src >= 0 ? tokens[static_cast<size_t>(src)] : -1;
+  logits_for(values.back(), copy_token, out.data());
   return out;
 }
 

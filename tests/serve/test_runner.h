@@ -28,6 +28,14 @@ struct TestRunnerOptions {
   int eos_permille = 0;
   // Sleep this long in every execute(), to make steps take time.
   int step_delay_ms = 0;
+  // > 0: a copying model, for speculative decoding. The token `copy_period`
+  // positions back (read through the block table like the values) gets +8 on its
+  // logit, so greedy output repeats the last copy_period tokens and an n-gram
+  // proposer's drafts are mostly accepted; except where hash(value) % 1000 <
+  // copy_break_permille, which leaves the ordinary pseudo-random logits (drafts
+  // get rejected there).
+  int copy_period = 0;
+  int copy_break_permille = 0;
 };
 
 class TestRunner : public ModelRunner {
@@ -59,10 +67,12 @@ class TestRunner : public ModelRunner {
 
  private:
   static uint64_t value_at(int32_t token, int32_t pos, uint64_t digest);
-  void logits_for(uint64_t value, float* out) const;
+  // copy_token: the token copy_period positions before the one predicted, or -1.
+  void logits_for(uint64_t value, int32_t copy_token, float* out) const;
 
   struct Slot {
     int32_t pos = -1;
+    int32_t token = -1;
     uint64_t value = 0;
   };
   TestRunnerOptions options_;

@@ -65,6 +65,32 @@ TEST(Api, CompletionStreamingEqualsNonStreaming) {
   }
 }
 
+// Speculative decoding through the HTTP API: the streamed text equals the
+// reference, a stop string inside an accepted run ends it, and /metrics carries the
+// spec_decode counters.
+TEST(Api, SpeculativeDecodingStreamsTheSameText) {
+  EngineConfig ec = default_engine();
+  ec.speculative.method = SpeculativeMethod::kNgram;
+  ec.speculative.num_speculative_tokens = 4;
+  TestRunnerOptions ro;
+  ro.copy_period = 6;
+  Server s(ec, Server::config(), ro);
+  Stream st = stream(s.client, "/v1/completions", completion("abcdef abcdef", 40, {{"stream", true}}));
+  ASSERT_EQ(st.result.status, 200) << st.result.body;
+  const std::string expected = s.expected_text("abcdef abcdef", 40);
+  EXPECT_EQ(st.text, expected);
+  HttpResult r = s.client.post("/v1/completions", completion("abcdef abcdef", 40, {{"stop", {expected.substr(20, 3)}}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], expected.substr(0, expected.find(expected.substr(20, 3))));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  HttpResult metrics = s.client.get("/metrics");
+  EXPECT_NE(metrics.body.find("distllm:spec_decode_num_draft_tokens_total{model_name=\"test-model\"}"), std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(metrics.body.find("distllm:spec_decode_num_accepted_tokens_total{model_name=\"test-model\"} 0\n"),
+            std::string::npos);
+}
+
 TEST(Api, ChatUsesTheTemplateAndStreamsRoleFirst) {
   Server s;
   std::string prompt = "<|im_start|>user\nWhat?<|im_end|>\n<|im_start|>assistant\n";

@@ -1,6 +1,7 @@
 // `distllm bench serve`: load-test any OpenAI-compatible server (distllm serve,
 // vLLM, llama.cpp, ...) and report throughput and latency as vLLM's `bench serve`
 // defines them (docs/serving.md, docs/benchmarks.md).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/serve/api/bench_stats.h"
 #include "distllm/serve/api/load_generator.h"
+#include "distllm/serve/api/openai_client.h"
 
 namespace distllm {
 namespace {
@@ -28,6 +30,34 @@ nlohmann::ordered_json dist_json(const char* name, const Distribution& d) {
   j[strprintf("p90_%s_ms", name)] = d.p90;
   j[strprintf("p99_%s_ms", name)] = d.p99;
   return j;
+}
+
+// The server's speculative-decoding counters (distllm's or vLLM's spec_decode_*
+// names) from GET /metrics; all zero when it has none or the scrape fails.
+struct SpecCounters {
+  double drafts = 0, draft_tokens = 0, accepted = 0;
+};
+
+SpecCounters scrape_spec_counters(const std::string& base_url, const std::string& api_key) {
+  SpecCounters c;
+  serve::api::HttpResult r = serve::api::OpenAIClient(base_url, api_key, 10.0).get("/metrics");
+  if (r.status != 200) return c;
+  size_t pos = 0;
+  while (pos < r.body.size()) {
+    size_t end = r.body.find('\n', pos);
+    if (end == std::string::npos) end = r.body.size();
+    std::string line = r.body.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    double v = std::strtod(line.c_str() + space + 1, nullptr);
+    auto is = [&](const char* name) { return line.find(name) != std::string::npos; };
+    if (is("spec_decode_num_drafts_total")) c.drafts += v;
+    else if (is("spec_decode_num_draft_tokens_total")) c.draft_tokens += v;
+    else if (is("spec_decode_num_accepted_tokens_total")) c.accepted += v;
+  }
+  return c;
 }
 
 int run_bench_serve(Args& args) {
@@ -74,9 +104,21 @@ int run_bench_serve(Args& args) {
               c.base_url.c_str(), c.chat ? "chat/completions" : "completions", c.num_prompts, c.input_len, c.output_len,
               100 * c.shared_prefix_fraction, rate.c_str(), c.max_concurrency ? std::to_string(c.max_concurrency).c_str() : "unlimited");
   std::fflush(stdout);
+  const SpecCounters spec_before = scrape_spec_counters(c.base_url, c.api_key);
   serve::api::LoadResult result = serve::api::run_load(c);
   BenchSummary s = serve::api::summarize(result.records, result.duration, slo);
   std::fputs(serve::api::format_report(s).c_str(), stdout);
+  const SpecCounters spec_after = scrape_spec_counters(c.base_url, c.api_key);
+  SpecCounters spec{spec_after.drafts - spec_before.drafts, spec_after.draft_tokens - spec_before.draft_tokens,
+                    spec_after.accepted - spec_before.accepted};
+  if (spec.drafts > 0) {
+    std::printf("%s\n", std::string(50, '-').c_str());
+    std::printf("%-40s %.0f\n", "Speculative drafts:", spec.drafts);
+    std::printf("%-40s %.0f\n", "Draft tokens proposed:", spec.draft_tokens);
+    std::printf("%-40s %.0f\n", "Draft tokens accepted:", spec.accepted);
+    std::printf("%-40s %.2f\n", "Draft acceptance rate (%):", 100.0 * spec.accepted / std::max(1.0, spec.draft_tokens));
+    std::printf("%-40s %.2f\n", "Mean accepted length (tokens/step):", 1.0 + spec.accepted / spec.drafts);
+  }
   size_t shown = 0;
   for (const auto& r : result.records) {
     if (!r.success && shown++ < 5) std::fprintf(stderr, "failed request: %s\n", r.error.c_str());
@@ -102,6 +144,13 @@ int run_bench_serve(Args& args) {
     j["request_throughput"] = s.request_throughput;
     j["output_throughput"] = s.output_throughput;
     j["total_token_throughput"] = s.total_token_throughput;
+    if (spec.drafts > 0) {
+      j["spec_decode_num_drafts"] = spec.drafts;
+      j["spec_decode_num_draft_tokens"] = spec.draft_tokens;
+      j["spec_decode_num_accepted_tokens"] = spec.accepted;
+      j["spec_decode_acceptance_rate"] = spec.accepted / std::max(1.0, spec.draft_tokens);
+      j["spec_decode_mean_accepted_length"] = 1.0 + spec.accepted / spec.drafts;
+    }
     j["request_goodput"] = s.goodput ? nlohmann::ordered_json(*s.goodput) : nlohmann::ordered_json();
     for (auto [name, d] : {std::pair{"ttft", &s.ttft}, {"tpot", &s.tpot}, {"itl", &s.itl}, {"e2el", &s.e2el}}) {
       nlohmann::ordered_json fields = dist_json(name, *d);

@@ -1,5 +1,6 @@
 // `distllm bench train`: training throughput, achieved FLOP/s and MFU against this
-// machine's measured sgemm peak, with an optional per-kernel time breakdown. Under
+// machine's measured FMA peak (the best ISA's vectors on every thread) and against
+// OpenBLAS's sgemm peak, with an optional per-kernel time breakdown. Under
 // mpirun it runs any data-parallel strategy and adds, per rank, the time spent in
 // communication, the share of it hidden behind computation, and peak memory.
 #include <cblas.h>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "distllm/base/cpu.h"
 #include "distllm/base/error.h"
 #include "distllm/base/memory_stats.h"
 #include "distllm/base/parallel.h"
@@ -16,9 +18,10 @@
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
-#include "distllm/cli/world_command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/cli/world_command.h"
 #include "distllm/comm/world.h"
+#include "distllm/kernels/fma_peak.h"
 #include "distllm/train/trainer.h"
 
 namespace distllm {
@@ -61,7 +64,7 @@ int64_t matmul_params(const ModelConfig& cfg) {
 }
 
 struct RankResult {
-  double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops;
+  double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops, fma_peak_gflops;
 };
 
 int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
@@ -95,6 +98,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   DL_CHECK(steps > 0 && warmup >= 0, "--steps must be positive and --warmup-steps >= 0");
 
   double peak = measure_sgemm_gflops(peak_n, 3);
+  const double fma_peak = kernels::measure_fma_peak_gflops(best_isa());
   // Random tokens: enough windows that every rank draws fresh batches.
   std::vector<uint32_t> toks(static_cast<size_t>(std::max<int64_t>(200000, 4LL * B * (T + 1))));
   CounterRng rng(7);
@@ -124,7 +128,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const double step_ms = median(ms);
   RankResult mine{step_ms, comm.busy_s * 1e3 / steps, comm.exposed_s * 1e3 / steps,
                   static_cast<double>(MemoryStats::peak()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
-                  peak};
+                  peak, fma_peak};
   std::vector<RankResult> all(static_cast<size_t>(n));
   if (world)
     world->allgather(&mine, all.data(), sizeof(RankResult) / sizeof(double), comm::DType::kF64);
@@ -132,12 +136,13 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     all[0] = mine;
   if (rank != 0) return 0;
 
-  double slowest = 0, comm_ms = 0, exposed_ms = 0, peak_sum = 0;
+  double slowest = 0, comm_ms = 0, exposed_ms = 0, peak_sum = 0, fma_sum = 0;
   for (const auto& r : all) {
     slowest = std::max(slowest, r.ms_per_step);
     comm_ms += r.comm_ms / n;
     exposed_ms += r.exposed_ms / n;
     peak_sum += r.peak_gflops;
+    fma_sum += r.fma_peak_gflops;
   }
   const double tokens_per_step = static_cast<double>(B) * T * o.grad_accum * n;
   const int64_t n_params = matmul_params(cfg);
@@ -155,7 +160,9 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     nlohmann::json j = {{"impl", "distllm"}, {"model", cfg.describe()}, {"strategy", strategy_name(pc.strategy)},
                         {"ranks", n}, {"batch", B}, {"seq", T}, {"threads", num_threads()},
                         {"ms_per_step", slowest}, {"tokens_per_s", tok_s}, {"gflops", gflops},
-                        {"peak_gflops", peak_sum}, {"mfu", gflops / peak_sum}, {"flops_per_token", flops_per_token},
+                        {"peak_gflops", peak_sum}, {"mfu", gflops / peak_sum},
+                        {"fma_peak_gflops", fma_sum}, {"fma_isa", isa_name(best_isa())}, {"mfu_fma", gflops / fma_sum},
+                        {"flops_per_token", flops_per_token},
                         {"comm_ms", comm_ms}, {"comm_exposed_ms", exposed_ms}, {"comm_hidden", hidden},
                         {"per_rank", ranks}};
     std::printf("%s\n", j.dump().c_str());
@@ -169,8 +176,12 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   std::printf("tokens/s:    %.0f (the job)\n", tok_s);
   std::printf("GFLOP/s:     %.1f  (%.3g GFLOP/step: 6 x %.2fM matmul params + attention, per token)\n", gflops,
               flops_per_token * tokens_per_step / 1e9, n_params / 1e6);
-  std::printf("sgemm peak:  %.1f GFLOP/s (%dx%d, sum over ranks measured concurrently)\n", peak_sum, peak_n, peak_n);
-  std::printf("MFU:         %.1f%%\n", 100.0 * gflops / peak_sum);
+  std::printf("FMA peak:    %.1f GFLOP/s (%s FMAs on every thread, sum over ranks measured concurrently)\n", fma_sum,
+              isa_name(best_isa()));
+  std::printf("sgemm peak:  %.1f GFLOP/s (OpenBLAS, %dx%d, sum over ranks measured concurrently)\n", peak_sum, peak_n,
+              peak_n);
+  std::printf("MFU:         %.1f%% of the FMA peak, %.1f%% of OpenBLAS's sgemm\n", 100.0 * gflops / fma_sum,
+              100.0 * gflops / peak_sum);
   if (n > 1 || comm_ms > 0)
     std::printf("comm:        %.1f ms/step, %.1f ms exposed: %.0f%% hidden behind compute (mean over ranks)\n", comm_ms,
                 exposed_ms, 100 * hidden);

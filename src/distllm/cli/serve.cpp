@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
+#include "distllm/base/timer.h"
 #include "distllm/base/log.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
@@ -71,6 +72,14 @@ int run_serve(Args& args) {
   ecfg.max_queued_requests = static_cast<int>(args.get_int("max-queued-requests", 256, "running + waiting beyond --max-num-seqs + this get 429"));
   ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
   ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
+  ecfg.speculative.method = serve::parse_speculative_method(
+      args.get_string("speculative", "none", "speculative decoding: none or ngram (prompt lookup)"));
+  ecfg.speculative.num_speculative_tokens =
+      static_cast<int>(args.get_int("num-speculative-tokens", 4, "draft tokens verified per step (k)"));
+  ecfg.speculative.ngram.min_n = static_cast<int>(args.get_int("ngram-min", 2, "shortest suffix n-gram looked up"));
+  ecfg.speculative.ngram.max_n = static_cast<int>(args.get_int("ngram-max", 4, "longest suffix n-gram looked up (tried first)"));
+  ecfg.speculative.disable_by_batch_size = static_cast<int>(args.get_int(
+      "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
@@ -93,8 +102,10 @@ int run_serve(Args& args) {
 
   // Everything that runs parallel loops before the engine thread takes over does so
   // on a thread that then exits (see run_on_transient_thread).
+  Timer startup;
   serve::ModelBundle bundle =
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
+  const double t_load = startup.seconds();
   std::shared_ptr<Transformer> model = bundle.model;
   scfg.default_stop_token_ids = bundle.eos_ids;
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
@@ -104,10 +115,13 @@ int run_serve(Args& args) {
           : serve::ChatFormatter::from_template(read_file(chat_template), chat_template,
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
+  const double t_chat = startup.seconds();
   auto runner = run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model); });
+  const double t_runner = startup.seconds();
   serve::ServeMetrics metrics(scfg.model_name);
   auto engine_ptr =
       run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics); });
+  const double t_engine = startup.seconds();
   serve::Engine& engine = *engine_ptr;
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
@@ -116,6 +130,10 @@ int run_serve(Args& args) {
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
            num_threads(), chat.origin().c_str());
+  LOG_INFO("serve: ready in %.2f s (weights + tokenizer %.2f, chat template %.2f, inference runner %.2f, KV cache "
+           "and engine %.2f, HTTP %.2f)",
+           startup.seconds(), t_load, t_chat - t_load, t_runner - t_chat, t_engine - t_runner,
+           startup.seconds() - t_engine);
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
   server.serve();

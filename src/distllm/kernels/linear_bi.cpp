@@ -8,17 +8,29 @@
 
 namespace distllm::kernels {
 
-PackedLinear::PackedLinear(const float* weight, int N, int K) : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes) {
+PackedLinear::PackedLinear(const float* weight, int N, int K) : PackedLinear(weight, N, K, K, 1) {}
+
+PackedLinear PackedLinear::from_transposed(const float* weight_kn, int N, int K) {
+  return PackedLinear(weight_kn, N, K, 1, N);
+}
+
+PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride)
+    : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes) {
   const int groups = (N + kRows - 1) / kRows;
-  data_.resize(static_cast<size_t>(groups) * k_chunks_ * kRows * kLanes);  // zero-filled: padding stays 0
+  // Every float is written once below, padding included: no zero-fill pass over a
+  // buffer that can be hundreds of MB (the LM head) at start-up.
+  data_.resize_uninitialized(static_cast<size_t>(groups) * k_chunks_ * kRows * kLanes);
   parallel_for(0, groups, [&](int64_t g) {
     float* dst = data_.data() + g * k_chunks_ * kRows * kLanes;
     for (int c = 0; c < k_chunks_; ++c)
       for (int j = 0; j < kRows; ++j) {
-        int64_t n = g * kRows + j;
-        if (n >= N) continue;
-        int k0 = c * kLanes, len = std::min(kLanes, K - k0);
-        std::memcpy(dst + (c * kRows + j) * kLanes, weight + n * K + k0, sizeof(float) * len);
+        const int64_t n = g * kRows + j;
+        const int k0 = c * kLanes;
+        float* lane = dst + (c * kRows + j) * kLanes;
+        for (int l = 0; l < kLanes; ++l) {
+          const int k = k0 + l;
+          lane[l] = n < N && k < K ? weight[n * n_stride + k * k_stride] : 0.0f;
+        }
       }
   });
 }

@@ -27,6 +27,9 @@ class PackedLinear {
   PackedLinear() = default;
   // Packs W [N, K] (row-major).
   PackedLinear(const float* weight, int N, int K);
+  // Packs W given transposed, as [K, N] (GPT-2's Conv1D layout), without a
+  // transposed copy in between.
+  static PackedLinear from_transposed(const float* weight_kn, int N, int K);
 
   int N() const { return N_; }
   int K() const { return K_; }
@@ -36,6 +39,9 @@ class PackedLinear {
   size_t bytes() const { return data_.size() * sizeof(float); }
 
  private:
+  // Element (n, k) of W is weight[n * n_stride + k * k_stride].
+  PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride);
+
   int N_ = 0, K_ = 0, k_chunks_ = 0;
   AlignedBuffer<float> data_;
 };

@@ -19,17 +19,6 @@ using namespace kernels;
 
 namespace {
 
-// [rows, cols] -> [cols, rows]
-void transpose(const float* in, float* out, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 32;
-  int64_t tiles = (rows + kTile - 1) / kTile;
-  parallel_for(0, tiles, [&](int64_t t) {
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = t * kTile; r < std::min(rows, (t + 1) * kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
-  });
-}
-
 }  // namespace
 
 InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
@@ -37,13 +26,9 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
   const ParamLayout& layout = model_->layout();
   float* base = const_cast<float*>(model_->params());  // views only; never written
   const int C = cfg_.n_embd;
-  // GPT-2 stores Conv1D weights as [in, out]; pack wants [out, in].
-  std::vector<float> scratch;
+  // GPT-2 stores Conv1D weights as [in, out], Llama as [out, in].
   auto pack = [&](const float* w, int in, int out) {
-    if (!cfg_.is_gpt2()) return PackedLinear(w, out, in);
-    scratch.resize(static_cast<size_t>(in) * out);
-    transpose(w, scratch.data(), in, out);
-    return PackedLinear(scratch.data(), out, in);
+    return cfg_.is_gpt2() ? PackedLinear::from_transposed(w, out, in) : PackedLinear(w, out, in);
   };
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -107,8 +92,10 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     for (int i = 0; i < c.n; ++i)
       DL_CHECK(c.tokens[i] >= 0 && c.tokens[i] < V, "batch entry %zu: token id %d outside the vocabulary [0, %d)", s,
                c.tokens[i], V);
+    DL_CHECK(c.num_logits >= 0 && c.num_logits <= c.n, "batch entry %zu asks for logits of %d positions but has %d tokens",
+             s, c.num_logits, c.n);
     N += c.n;
-    n_logits += c.need_logits;
+    n_logits += c.num_logits;
   }
   logits.resize(static_cast<size_t>(n_logits) * V);
   if (N == 0) return;
@@ -210,7 +197,10 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     int64_t r = 0, k = 0;
     for (const auto& c : batch) {
       r += c.n;
-      if (c.need_logits) std::memcpy(last_.data() + (k++) * C, x_.data() + (r - 1) * C, sizeof(float) * C);
+      if (c.num_logits > 0) {
+        std::memcpy(last_.data() + k * C, x_.data() + (r - c.num_logits) * C, sizeof(float) * C * c.num_logits);
+        k += c.num_logits;
+      }
     }
   }
   norm(final_norm_w_, final_norm_b_, last_.data(), h_.data(), n_logits);

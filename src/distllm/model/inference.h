@@ -25,7 +25,9 @@ struct InferenceChunk {
   int start_pos = 0;                 // K/V for [0, start_pos) are already in the cache
   const int32_t* block_table = nullptr;
   int num_blocks = 0;                // entries in block_table; must cover start_pos + n
-  bool need_logits = false;          // logits for the chunk's last token
+  // Logits for the chunk's last num_logits positions (0: none; 1: the newest token;
+  // k+1: a speculative decode verifying k draft tokens). At most n.
+  int num_logits = 0;
 };
 
 class InferenceModel {
@@ -38,8 +40,10 @@ class InferenceModel {
   const ModelConfig& config() const { return cfg_; }
 
   // Runs the batch, writing K/V of every chunk's tokens into the cache and the
-  // logits of chunks with need_logits (in batch order) into `logits`
-  // [count, vocab]. Validates tokens, positions and block tables first.
+  // logits of each chunk's last num_logits positions (chunks in batch order,
+  // positions in order within a chunk) into `logits` [sum of num_logits, vocab].
+  // Every logits row depends only on its own sequence's tokens before it, never on
+  // the batch, the chunking or num_logits: the head runs row-wise (linear_bi). Validates tokens, positions and block tables first.
   void forward(const std::vector<InferenceChunk>& batch, PagedKvCache& cache, std::vector<float>& logits);
 
  private:

@@ -11,6 +11,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
+#include "distllm/serve/ngram_proposer.h"
 
 namespace distllm::serve {
 namespace {
@@ -80,7 +81,7 @@ struct Engine::RequestState {
   // Structured output: the grammar's state and the allowed-token mask for the next
   // sample (one buffer per request: rows are sampled in parallel).
   std::unique_ptr<structured::GrammarMatcher> matcher;
-  std::vector<uint32_t> grammar_mask;
+  mutable std::vector<uint32_t> grammar_mask;  // filled while sampling (sample_chunk)
 
   // What the sampler sees of this sequence for its next token.
   SequenceContext sampling_context() const {
@@ -105,6 +106,7 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
   DL_CHECK(max_model_len_ >= 2, "max model length must be at least 2 tokens, got %d", max_model_len_);
   DL_CHECK(config.max_queued_requests >= 1, "--max-queued-requests must be at least 1, got %d",
            config.max_queued_requests);
+  config_.speculative.validate();
   DL_CHECK(codec.vocab_size() <= runner.vocab_size(),
            "tokenizer has %d tokens but the model's vocabulary has only %d", codec.vocab_size(), runner.vocab_size());
   runner_.allocate_kv(kv_.num_blocks(), config.block_size);
@@ -112,6 +114,10 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
   LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens), max model length %d, prefix cache %s", kv_.num_blocks(),
            config.block_size, kv_.num_blocks() * config.block_size, max_model_len_,
            config.enable_prefix_cache ? "on" : "off");
+  if (config_.speculative.enabled()) {
+    LOG_INFO("engine: speculative decoding: ngram, %d tokens, n-gram %d..%d", config_.speculative.num_speculative_tokens,
+             config_.speculative.ngram.min_n, config_.speculative.ngram.max_n);
+  }
 }
 
 Engine::~Engine() { stop(); }
@@ -346,7 +352,7 @@ void Engine::finish(RequestState& st, FinishReason reason, const std::string& er
   requests_.erase(st.seq.id);  // destroys st
 }
 
-void Engine::process_sample(RequestState& st, const SampleResult& sample, double now) {
+bool Engine::process_sample(RequestState& st, const SampleResult& sample, double now) {
   const int32_t token = sample.token;
   const int64_t generated_before = st.seq.num_generated();
   st.seq.tokens.push_back(token);
@@ -372,7 +378,7 @@ void Engine::process_sample(RequestState& st, const SampleResult& sample, double
   if (st.matcher) {
     if (!st.matcher->accept_token(token)) {
       finish(st, FinishReason::kError, "internal error: a sampled token does not fit the request's grammar");
-      return;
+      return true;
     }
     grammar_complete = st.matcher->only_eos() || st.matcher->is_terminated();
   }
@@ -399,12 +405,77 @@ void Engine::process_sample(RequestState& st, const SampleResult& sample, double
   }
   if (reason != FinishReason::kNone) {
     finish(st, reason, "", &d);
-  } else {
-    st.out->push(std::move(d));
+    return true;
+  }
+  st.out->push(std::move(d));
+  return false;
+}
+
+void Engine::propose_drafts() {
+  const SpeculativeConfig& spec = config_.speculative;
+  const bool off = !spec.enabled() || (spec.disable_by_batch_size > 0 &&
+                                       scheduler_.num_running() > static_cast<size_t>(spec.disable_by_batch_size));
+  for (Sequence* seq : scheduler_.running()) {
+    seq->draft.clear();
+    if (off) continue;
+    const int64_t len = static_cast<int64_t>(seq->tokens.size());
+    if (len - seq->num_computed != 1) continue;  // still prefilling
+    const RequestState& st = *requests_.at(seq->id);
+    // A step emits up to k + 1 tokens: never draft past max_tokens or the context.
+    int64_t k = spec.num_speculative_tokens;
+    k = std::min<int64_t>(k, st.req.max_tokens - seq->num_generated() - 1);
+    k = std::min<int64_t>(k, max_model_len_ - len - 1);
+    if (k <= 0) continue;
+    seq->draft = propose_ngram(seq->tokens, spec.ngram, static_cast<int>(k));
   }
 }
 
+VerifyResult Engine::sample_chunk(const RequestState& st, const ScheduledChunk& c, const float* logits,
+                                  SamplerScratch& scratch) const {
+  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
+  const Sequence& seq = st.seq;
+  const std::span<const int32_t> all(seq.tokens);
+  const std::span<const int32_t> draft(seq.draft.data(), static_cast<size_t>(c.num_draft));
+  std::vector<int32_t> history;  // generated tokens plus the drafts accepted so far
+  // Structured output: row i's mask is the grammar's after draft[0, i). The matcher
+  // follows the accepted drafts here and is rolled back afterwards: process_sample
+  // accepts the emitted tokens for good.
+  size_t grammar_steps = 0;
+  struct Rollback {
+    structured::GrammarMatcher* m;
+    size_t& n;
+    ~Rollback() {
+      if (m && n) m->rollback(n);
+    }
+  } undo{st.matcher.get(), grammar_steps};
+  return verify_draft(draft, [&](int i) {
+    // Row i sees the sequence as it would be after the i accepted drafts: penalties
+    // count them, min_tokens suppression depends on the count including them.
+    SequenceContext ctx = st.sampling_context();
+    if (st.matcher) {
+      if (i > 0) {
+        // verify_draft only asks for row i once row i - 1 sampled draft[i - 1],
+        // which that row's mask allowed.
+        DL_CHECK(st.matcher->accept_token(draft[static_cast<size_t>(i - 1)]),
+                 "internal error: an accepted draft token does not fit the grammar");
+        ++grammar_steps;
+      }
+      st.matcher->fill_next_token_bitmask(st.grammar_mask);
+    }
+    if (i > 0) {
+      if (history.empty()) history.assign(all.begin() + seq.num_prompt_tokens, all.end());
+      history.push_back(draft[static_cast<size_t>(i - 1)]);
+      ctx.generated = history;
+      ctx.suppressed = {};
+      if (seq.num_generated() + i < st.req.min_tokens) ctx.suppressed = st.min_tokens_suppressed;
+    }
+    std::span<const float> row(logits + static_cast<size_t>(i) * vocab, vocab);
+    return sample_token(row, st.req.sampling, static_cast<uint64_t>(seq.num_generated() + i), scratch, ctx);
+  });
+}
+
 void Engine::step() {
+  propose_drafts();
   SchedulerOutput out = scheduler_.schedule();
   if (out.empty()) return;
   const double scheduled_at = now_seconds();
@@ -420,10 +491,12 @@ void Engine::step() {
   for (const ScheduledChunk& c : out.chunks) {
     SequenceChunk sc;
     sc.request_id = c.seq->id;
-    sc.tokens.assign(c.seq->tokens.begin() + c.start, c.seq->tokens.begin() + c.start + c.num_tokens);
+    const int64_t own = c.num_tokens - c.num_draft;  // the sequence's tokens, then its draft
+    sc.tokens.assign(c.seq->tokens.begin() + c.start, c.seq->tokens.begin() + c.start + own);
+    sc.tokens.insert(sc.tokens.end(), c.seq->draft.begin(), c.seq->draft.begin() + c.num_draft);
     sc.start_pos = static_cast<int32_t>(c.start);
     sc.block_table = kv_.block_table(c.seq->id);
-    sc.need_logits = c.need_logits;
+    sc.num_logits = c.num_logits;
     if (c.cached_tokens > 0 && c.seq->num_preemptions == 0) requests_.at(c.seq->id)->cached_tokens = static_cast<int>(c.cached_tokens);
     batch.push_back(std::move(sc));
   }
@@ -443,41 +516,58 @@ void Engine::step() {
   scheduler_.on_step_done(out);
   const size_t vocab = static_cast<size_t>(runner_.vocab_size());
   size_t rows = 0;
-  for (const ScheduledChunk& c : out.chunks) rows += c.need_logits ? 1 : 0;
+  for (const ScheduledChunk& c : out.chunks) rows += static_cast<size_t>(c.num_logits);
   DL_CHECK(logits.size() == rows * vocab, "model runner returned %zu logits, expected %zu rows of %zu", logits.size(),
            rows, vocab);
-  // Sample every row first, in parallel (a full-vocabulary softmax per row is a
+  // Sample every sequence first, in parallel (a full-vocabulary softmax per row is a
   // visible share of a decode step at batch 16), then apply the results in batch
   // order on this thread. Each row's draw depends only on its own logits, seed and
-  // step, so the split across threads changes nothing.
-  std::vector<RequestState*> row_state;
-  row_state.reserve(rows);
-  for (const ScheduledChunk& c : out.chunks)
-    if (c.need_logits) row_state.push_back(requests_.at(c.seq->id).get());
-  std::vector<SampleResult> samples(rows);
-  std::vector<std::string> errors(rows);
+  // step, so the split across threads changes nothing. A speculative chunk's rows
+  // are verified in order within its sequence (speculative.h).
+  std::vector<const ScheduledChunk*> sampled;
+  std::vector<RequestState*> sampled_state;
+  std::vector<size_t> first_row;
+  sampled.reserve(out.chunks.size());
+  for (size_t i = 0, row = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
+    if (c.num_logits == 0) continue;
+    sampled.push_back(&c);
+    sampled_state.push_back(requests_.at(c.seq->id).get());
+    first_row.push_back(row);
+    row += static_cast<size_t>(c.num_logits);
+  }
+  const size_t n = sampled.size();
+  std::vector<VerifyResult> results(n);
+  std::vector<std::string> errors(n);
   if (scratch_.size() < static_cast<size_t>(num_threads())) scratch_.resize(static_cast<size_t>(num_threads()));
-  parallel_chunks(0, static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
+  parallel_chunks(0, static_cast<int64_t>(n), [&](int64_t lo, int64_t hi, int t) {
     for (int64_t r = lo; r < hi; ++r) {
       const size_t i = static_cast<size_t>(r);
-      std::span<const float> row_logits(logits.data() + i * vocab, vocab);
-      RequestState& st = *row_state[i];
       try {
-        if (st.matcher) st.matcher->fill_next_token_bitmask(st.grammar_mask);
-        samples[i] = sample_token(row_logits, st.req.sampling, static_cast<uint64_t>(st.seq.num_generated()),
-                                  scratch_[static_cast<size_t>(t)], st.sampling_context());
+        results[i] = sample_chunk(*sampled_state[i], *sampled[i], logits.data() + first_row[i] * vocab,
+                                  scratch_[static_cast<size_t>(t)]);
       } catch (const std::exception& e) {
         errors[i] = std::string("sampling failed: ") + e.what();
       }
     }
   });
   const double now = now_seconds();
-  for (size_t i = 0; i < rows; ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    RequestState& st = *sampled_state[i];
+    Sequence* seq = &st.seq;
     if (!errors[i].empty()) {
-      finish(*row_state[i], FinishReason::kError, errors[i]);
+      finish(st, FinishReason::kError, errors[i]);
       continue;
     }
-    process_sample(*row_state[i], samples[i], now);
+    const VerifyResult& v = results[i];
+    metrics_.observe_speculation(sampled[i]->num_draft, v.num_accepted);
+    bool finished = false;
+    // Emit in order; a stop condition on any of them ends the request there, and
+    // nothing after it is emitted.
+    for (const SampleResult& sample : v.samples) {
+      if ((finished = process_sample(st, sample, now))) break;
+    }
+    if (!finished && sampled[i]->num_draft > 0) scheduler_.accept_draft(seq, v.num_accepted);
   }
   if (config_.check_invariants) kv_.check_invariants();
 }

@@ -27,6 +27,7 @@
 #include "distllm/serve/model_runner.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/scheduler.h"
+#include "distllm/serve/speculative.h"
 #include "distllm/serve/structured/compiler.h"
 #include "distllm/serve/text_codec.h"
 
@@ -53,6 +54,8 @@ struct EngineConfig {
   int max_queued_requests = 256;
   bool enable_prefix_cache = true;
   bool check_invariants = false;     // recount KV references every step (tests)
+  // Speculative decoding (speculative.h); off by default.
+  SpeculativeConfig speculative;
 };
 
 // One sequence to generate (one choice of an API request).
@@ -165,7 +168,14 @@ class Engine {
   // Ends a request: frees its blocks, records metrics, pushes its final delta
   // (`last`, when given, carries the final token's output too).
   void finish(RequestState& st, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
-  void process_sample(RequestState& st, const SampleResult& sample, double now);
+  // Appends one sampled token; returns true when it ended the request (st is then
+  // destroyed).
+  bool process_sample(RequestState& st, const SampleResult& sample, double now);
+  // Sets Sequence::draft for every running sequence that is decoding.
+  void propose_drafts();
+  // Samples (and verifies the draft of) one chunk whose logits start at `logits`.
+  VerifyResult sample_chunk(const RequestState& st, const ScheduledChunk& c, const float* logits,
+                            SamplerScratch& scratch) const;
   void publish_stats();
 
   ModelRunner& runner_;

@@ -30,7 +30,7 @@ void InferenceRunner::execute(const std::vector<SequenceChunk>& batch, std::vect
     ic.start_pos = c.start_pos;
     ic.block_table = c.block_table.data();
     ic.num_blocks = static_cast<int>(c.block_table.size());
-    ic.need_logits = c.need_logits;
+    ic.num_logits = c.num_logits;
     chunks_.push_back(ic);
   }
   model_.forward(chunks_, *cache_, logits);

@@ -116,6 +116,17 @@ void ServeMetrics::count_rejected() {
   s_.rejected++;
 }
 
+void ServeMetrics::observe_speculation(int num_draft, int num_accepted) {
+  DL_ASSERT(num_draft >= 0 && num_accepted >= 0 && num_accepted <= num_draft);
+  if (num_draft == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.spec_drafts += 1;
+  s_.spec_draft_tokens += num_draft;
+  s_.spec_accepted_tokens += num_accepted;
+  if (s_.spec_accepted_per_pos.size() < static_cast<size_t>(num_draft)) s_.spec_accepted_per_pos.resize(static_cast<size_t>(num_draft), 0);
+  for (int i = 0; i < num_accepted; ++i) s_.spec_accepted_per_pos[static_cast<size_t>(i)] += 1;
+}
+
 void ServeMetrics::set_step_state(int64_t running, int64_t waiting, double kv_usage, int64_t preemptions,
                                   int64_t prefix_query_tokens, int64_t prefix_hit_tokens,
                                   int64_t prefix_query_requests, int64_t prefix_hit_requests) {
@@ -175,6 +186,16 @@ std::string ServeMetrics::render() const {
   counter("request_aborted_total", "Requests cancelled because the client went away.", s_.aborted);
   counter("request_rejected_total", "Requests refused with 429 because the waiting queue was full.", s_.rejected);
   counter("request_failed_total", "Requests ended by a model error.", s_.failed);
+  if (s_.spec_drafts > 0) {
+    counter("spec_decode_num_drafts_total", "Speculative verification runs (sequence-steps carrying a draft).",
+            s_.spec_drafts);
+    counter("spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.", s_.spec_draft_tokens);
+    counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", s_.spec_accepted_tokens);
+    std::string n = "distllm:spec_decode_num_accepted_tokens_per_pos_total";
+    header(out, n, "counter", "Drafts whose token at this position (0-based) was accepted.");
+    for (size_t i = 0; i < s_.spec_accepted_per_pos.size(); ++i)
+      out += n + "{position=\"" + std::to_string(i) + "\"," + l + "} " + std::to_string(s_.spec_accepted_per_pos[i]) + "\n";
+  }
   histogram("time_to_first_token_seconds", "Time from arrival to the first generated token, in seconds.", ttft_);
   histogram("inter_token_latency_seconds", "Time between consecutive generated tokens, in seconds.", itl_);
   histogram("e2e_request_latency_seconds", "Time from arrival to finish, in seconds.", e2e_);

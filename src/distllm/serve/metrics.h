@@ -18,6 +18,14 @@
 //   block), request_success_total{finished_reason="stop"|"length"},
 //   request_aborted_total (client went away), request_rejected_total (429, queue
 //   full), request_failed_total (model error).
+// Speculative decoding counters (vLLM's spec_decode_* meanings), only rendered once
+//   the engine has verified a draft: spec_decode_num_drafts_total (verification
+//   runs: sequence-steps that carried a draft), spec_decode_num_draft_tokens_total
+//   (tokens proposed), spec_decode_num_accepted_tokens_total (accepted),
+//   spec_decode_num_accepted_tokens_per_pos_total{position="i"} (drafts whose
+//   token i, 0-based, was accepted). Acceptance rate = accepted / draft tokens;
+//   mean accepted length = 1 + accepted / drafts (tokens a verification step
+//   yields, the bonus or correction token included).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +67,10 @@ struct MetricsSnapshot {
   int64_t aborted = 0;
   int64_t rejected = 0;
   int64_t failed = 0;
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 class ServeMetrics {
@@ -74,6 +86,8 @@ class ServeMetrics {
   enum class Finish { kStop, kLength, kAborted, kFailed };
   void count_finished(Finish how);
   void count_rejected();
+  // One verified draft of `num_draft` tokens of which the first `num_accepted` matched.
+  void observe_speculation(int num_draft, int num_accepted);
   // Once per engine step: gauges, and counters the engine's parts keep themselves.
   void set_step_state(int64_t running, int64_t waiting, double kv_usage, int64_t preemptions,
                       int64_t prefix_query_tokens, int64_t prefix_hit_tokens, int64_t prefix_query_requests,

@@ -49,9 +49,11 @@ struct SequenceChunk {
   int32_t start_pos = 0;
   // Physical block ids covering positions [0, start_pos + tokens.size()).
   std::vector<int32_t> block_table;
-  // True when this chunk ends at the sequence's newest token, so its last position
-  // samples the next token and needs logits.
-  bool need_logits = false;
+  // Logits wanted for the chunk's last num_logits positions. 0: none (a prefill
+  // chunk that does not reach the newest token); 1: the chunk ends at the newest
+  // token, which samples the next one; 1 + k: a speculative decode [newest token,
+  // k draft tokens], each position's logits verify the draft after it.
+  int num_logits = 0;
 };
 
 class ModelRunner {
@@ -68,8 +70,10 @@ class ModelRunner {
   virtual int max_context() const = 0;
 
   // One batched forward over every chunk: writes K/V for each chunk's tokens into
-  // its blocks, and the logits of the last position of each chunk with
-  // need_logits, in batch order, into `logits` (resized to n_need x vocab_size).
+  // its blocks, and the logits of the last num_logits positions of each chunk
+  // (chunks in batch order, positions in order) into `logits` (resized to
+  // sum(num_logits) x vocab_size). Batch invariance: a row's logits depend only on
+  // its sequence's tokens up to that position, not on the batch or the chunking.
   // Throws distllm::Error on failure; the engine then fails that batch's requests.
   virtual void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) = 0;
 };

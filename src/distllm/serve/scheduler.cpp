@@ -23,6 +23,7 @@ void Scheduler::add(Sequence* seq) {
 void Scheduler::preempt(Sequence* seq) {
   kv_.free(seq->id);
   seq->num_computed = 0;
+  seq->draft.clear();
   seq->status = SeqStatus::kWaiting;
   seq->num_preemptions += 1;
   num_preemptions_ += 1;
@@ -39,12 +40,19 @@ SchedulerOutput Scheduler::schedule() {
     Sequence* seq = running_[i];
     int64_t remaining = static_cast<int64_t>(seq->tokens.size()) - seq->num_computed;
     DL_ASSERT(remaining > 0);
-    int n = static_cast<int>(std::min<int64_t>(remaining, budget));
+    if (remaining != 1) seq->draft.clear();  // drafts only follow the newest token
+    if (static_cast<int64_t>(seq->draft.size()) > budget - 1) seq->draft.resize(static_cast<size_t>(budget - 1));
+    int n = static_cast<int>(std::min<int64_t>(remaining, budget)) + static_cast<int>(seq->draft.size());
     bool scheduled = false;
     while (true) {
       if (kv_.allocate_slots(seq->id, seq->num_computed + n)) {
         scheduled = true;
         break;
+      }
+      if (!seq->draft.empty()) {  // speculation is optional: drop it before preempting anyone
+        n -= static_cast<int>(seq->draft.size());
+        seq->draft.clear();
+        continue;
       }
       // Out of blocks: preempt the newest running sequence (possibly this one).
       Sequence* victim = running_.back();
@@ -54,7 +62,9 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == seq) break;
     }
     if (!scheduled) break;  // seq was the newest; everything after it is gone too
-    out.chunks.push_back({seq, seq->num_computed, n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size()), 0});
+    const int k = static_cast<int>(seq->draft.size());
+    const bool reaches_end = seq->num_computed + n - k == static_cast<int64_t>(seq->tokens.size());
+    out.chunks.push_back({seq, seq->num_computed, n, reaches_end ? 1 + k : 0, 0, k});
     budget -= n;
     ++i;
   }
@@ -78,7 +88,8 @@ SchedulerOutput Scheduler::schedule() {
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);
     out.admitted.push_back(seq);
-    out.chunks.push_back({seq, cached, n, cached + n == static_cast<int64_t>(seq->tokens.size()), cached});
+    seq->draft.clear();
+    out.chunks.push_back({seq, cached, n, cached + n == static_cast<int64_t>(seq->tokens.size()) ? 1 : 0, cached, 0});
     budget -= n;
   }
   out.num_batched_tokens = config_.max_num_batched_tokens - budget;
@@ -89,9 +100,18 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     Sequence* seq = c.seq;
     if (seq->status != SeqStatus::kRunning || seq->num_computed != c.start) continue;  // finished meanwhile
-    seq->num_computed += c.num_tokens;
+    seq->num_computed += c.num_tokens - c.num_draft;
     kv_.cache_computed(seq->id, seq->tokens, seq->num_computed);
   }
+}
+
+void Scheduler::accept_draft(Sequence* seq, int num_accepted) {
+  DL_ASSERT(num_accepted >= 0 && num_accepted <= static_cast<int>(seq->draft.size()));
+  seq->draft.clear();
+  if (seq->status != SeqStatus::kRunning) return;
+  seq->num_computed += num_accepted;
+  DL_ASSERT(seq->num_computed < static_cast<int64_t>(seq->tokens.size()));
+  kv_.cache_computed(seq->id, seq->tokens, seq->num_computed);
 }
 
 void Scheduler::finish(Sequence* seq) {

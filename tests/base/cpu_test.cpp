@@ -1,0 +1,46 @@
+// ISA levels: detection is consistent, DISTLLM_ISA names parse, and a cap lowers
+// the active level (what the kernel equivalence tests rely on).
+#include <gtest/gtest.h>
+
+#include "distllm/base/cpu.h"
+
+namespace distllm {
+namespace {
+
+TEST(Cpu, LevelsFollowFeatures) {
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(best_isa() >= Isa::kAvx2, f.avx2 && f.fma && f.f16c);
+  if (best_isa() == Isa::kAvx512) {
+    EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl);
+  }
+  if (f.avx512_bf16 || f.avx512_vnni) {
+    EXPECT_TRUE(f.avx512f);
+  }
+  EXPECT_EQ(cpu_has_avx2(), best_isa() >= Isa::kAvx2);
+  EXPECT_FALSE(cpu_feature_list().empty());
+}
+
+TEST(Cpu, IsaNamesParse) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  EXPECT_FALSE(parse_isa("sse2").has_value());
+  EXPECT_FALSE(parse_isa("").has_value());
+}
+
+TEST(Cpu, CapLowersTheActiveLevel) {
+  set_isa_cap(Isa::kScalar);
+  EXPECT_EQ(active_isa(), Isa::kScalar);
+  EXPECT_FALSE(use_avx2());
+  EXPECT_FALSE(use_avx512());
+  set_isa_cap(Isa::kAvx2);
+  EXPECT_EQ(active_isa(), best_isa() >= Isa::kAvx2 ? Isa::kAvx2 : Isa::kScalar);
+  EXPECT_FALSE(use_avx512());
+  set_isa_cap(Isa::kAvx512);
+  EXPECT_EQ(active_isa(), best_isa());
+  set_force_scalar(true);
+  EXPECT_FALSE(use_avx2());
+  set_force_scalar(false);
+  EXPECT_EQ(use_avx2(), best_isa() >= Isa::kAvx2);
+}
+
+}  // namespace
+}  // namespace distllm
