@@ -52,7 +52,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 // One API request's generation: its engine requests (one per choice) and what
 // they have produced so far.
 struct Generation {
-  Engine* engine = nullptr;
+  EngineClient* engine = nullptr;
   std::shared_ptr<OutputQueue> queue = std::make_shared<OutputQueue>();
   std::vector<uint64_t> ids;
   bool chat = false;
@@ -139,11 +139,9 @@ struct Generation {
 
 class Server {
  public:
-  Server(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+  Server(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
       : engine_(engine), chat_(chat), metrics_(metrics), config_(std::move(config)), started_(unix_time()) {
-    int threads = config_.http_threads > 0
-                      ? config_.http_threads
-                      : engine.config().scheduler.max_num_seqs + engine.config().max_queued_requests + 16;
+    int threads = config_.http_threads > 0 ? config_.http_threads : engine.max_in_flight() + 16;
     FrontLimits limits;
     limits.max_body_bytes = config_.max_body_bytes;
     limits.header_timeout_s = config_.header_timeout_s;
@@ -267,6 +265,7 @@ class Server {
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
+    if (std::string id = client_request_id(req.get_header_value("X-Request-Id")); !id.empty()) res.set_header("X-Request-Id", id);
     try {
       prepare(req, *gen, chat);
     } catch (const ApiError& e) {
@@ -342,7 +341,8 @@ class Server {
     gen.chat = chat;
     gen.created = unix_time();
     gen.model = config_.model_name;
-    gen.id = new_request_id(chat ? "chatcmpl-" : "cmpl-");
+    const std::string client_id = client_request_id(req.get_header_value("X-Request-Id"));
+    gen.id = client_id.empty() ? new_request_id(chat ? "chatcmpl-" : "cmpl-") : (chat ? "chatcmpl-" : "cmpl-") + client_id;
     gen.token_bytes = [&codec](int32_t id) { return codec.token_bytes(id); };
     std::vector<GenerationRequest> reqs;
     if (chat) {
@@ -572,7 +572,7 @@ class Server {
     return true;
   }
 
-  Engine& engine_;
+  EngineClient& engine_;
   const ChatFormatter& chat_;
   std::once_flag compiler_once_;
   std::unique_ptr<structured::GrammarCompiler> compiler_;
@@ -589,10 +589,10 @@ class Server {
 
 struct ApiServer::Impl {
   Server server;
-  Impl(Engine& e, const ChatFormatter& c, ServeMetrics& m, ApiServerConfig cfg) : server(e, c, m, std::move(cfg)) {}
+  Impl(EngineClient& e, const ChatFormatter& c, ServeMetrics& m, ApiServerConfig cfg) : server(e, c, m, std::move(cfg)) {}
 };
 
-ApiServer::ApiServer(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+ApiServer::ApiServer(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
     : impl_(std::make_unique<Impl>(engine, chat, metrics, std::move(config))) {}
 ApiServer::~ApiServer() { stop(); }
 int ApiServer::bind() { return impl_->server.bind(); }

@@ -1,6 +1,7 @@
 #include "distllm/serve/api/openai_protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -485,6 +486,13 @@ std::string new_request_id(const char* prefix) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   return strprintf("%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
                    static_cast<unsigned long long>(rng() & 0xffffffffull));
+}
+
+std::string client_request_id(const std::string& v) {
+  if (v.empty() || v.size() > 128) return "";
+  for (char c : v)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-')) return "";
+  return v;
 }
 
 int64_t unix_time() {

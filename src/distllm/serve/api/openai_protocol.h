@@ -129,6 +129,10 @@ Json completion_logprobs(const std::vector<TokenLogprob>& lps, const std::functi
 Json chat_logprobs(const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& token_bytes);
 
 std::string new_request_id(const char* prefix);
+// The request id a client (or a router in front) sent in X-Request-Id, when it is
+// 1 to 128 characters of [A-Za-z0-9._:-]; empty otherwise. Responses then use it
+// (prefix + id) so logs on every hop name the same request.
+std::string client_request_id(const std::string& header_value);
 int64_t unix_time();
 
 }  // namespace distllm::serve::api
