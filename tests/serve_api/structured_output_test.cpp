@@ -164,7 +164,9 @@ TEST(StructuredOutput, ForcedToolCallsAlwaysParse) {
       ASSERT_FALSE(c["message"]["tool_calls"].empty()) << c.dump();
       for (auto& call : c["message"]["tool_calls"]) {
         nlohmann::json args = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
-        if (call["function"]["name"] == "forecast") EXPECT_EQ(checker.check(args), "") << args.dump();
+        if (call["function"]["name"] == "forecast") {
+          EXPECT_EQ(checker.check(args), "") << args.dump();
+        }
       }
     }
   }
