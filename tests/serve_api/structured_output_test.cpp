@@ -72,6 +72,41 @@ TEST(StructuredOutput, GuidedJsonAtTemperatureOneIsAlwaysValid) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
+// The bar: 1,000 completions at temperature 1 from the random test model
+// under several schemas (tests/serve_structured/schemas), every one valid for ajv.
+TEST(StructuredOutput, AThousandSampledCompletionsAllValidateWithAjv) {
+  Server s;
+  const std::string root = DISTLLM_SOURCE_DIR;
+  DISTLLM_REQUIRE_REFERENCE(std::system("node --version >/dev/null 2>&1") == 0 &&
+                                std::filesystem::exists(root + "/node_modules/ajv/package.json"),
+                            "node with the npm package ajv (npm ci)");
+  const std::string dir = std::string(DISTLLM_BINARY_DIR) + "/structured_output_1000";
+  std::filesystem::create_directories(dir);
+  int total = 0;
+  for (const char* name : {"person", "numbers", "choices", "definitions", "formats"}) {
+    const std::string schema_path = root + "/tests/serve_structured/schemas/" + name + ".json";
+    std::ifstream in(schema_path);
+    Json schema = Json::parse(in);
+    std::ofstream docs(dir + "/" + name + ".jsonl");
+    for (int seed = 0; seed < 25; ++seed) {
+      Json body = completion("Data: ", 900, {{"temperature", 1.0}, {"seed", 1000 + seed}, {"n", 8}, {"guided_json", schema}});
+      HttpResult r = s.client.post("/v1/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << name << ": " << r.body;
+      const Json response = Json::parse(r.body);
+      for (const auto& c : response["choices"]) {
+        EXPECT_EQ(c["finish_reason"], "stop") << name << ": " << c.dump();  // the grammar ended it, not max_tokens
+        docs << c["text"].get<std::string>() << "\n";
+        ++total;
+      }
+    }
+    docs.close();
+    const std::string cmd = "cd '" + root + "' && node tests/serve_structured/ajv_check.mjs '" + schema_path + "' '" +
+                            dir + "/" + name + ".jsonl'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  EXPECT_EQ(total, 1000);
+}
+
 // With n-gram speculative decoding the grammar follows each draft row and is rolled
 // back: outputs are exactly those of plain decoding (same seeds), and valid.
 TEST(StructuredOutput, SpeculativeDecodingGivesTheSameValidOutputs) {
