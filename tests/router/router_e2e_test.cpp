@@ -138,6 +138,31 @@ TEST(RouterE2E, SpreadsServesModelsAndStreams) {
   EXPECT_EQ(client.post("/v1/completions", std::string(3 << 20, 'x')).status, 413);
 }
 
+// A client that leaves a stream early cancels the request on the replica.
+TEST(RouterE2E, ClientDisconnectCancelsUpstream) {
+  Fixture f("round_robin");
+  OpenAIClient client(f.url(), "", 30);
+  Json body = completion(7, true);
+  body["max_tokens"] = 400;  // ~1 s of steps at 2 ms each: still running when we leave
+  int events = 0;
+  HttpResult r = client.post_stream("/v1/completions", body.dump(), [&](const std::string&) { return ++events < 3; });
+  EXPECT_TRUE(r.cancelled);
+  // Whichever replica had it records an abort and runs nothing shortly after.
+  Timer t;
+  int64_t aborted = 0;
+  while (aborted < 1 && t.seconds() < 10) {
+    usleep(50000);
+    aborted = 0;
+    for (auto& rep : f.replicas) {
+      OpenAIClient direct(rep.url(), "", 5);
+      const std::string m = direct.get("/metrics").body;
+      const size_t p = m.find("\ndistllm:request_aborted_total");
+      if (p != std::string::npos) aborted += std::stoll(m.substr(m.find(' ', p + 1) + 1));
+    }
+  }
+  EXPECT_EQ(aborted, 1) << "the replica kept generating for a client that left";
+}
+
 TEST(RouterE2E, ReplicaKilledUnderLoadLosesNoRequest) {
   Fixture f("least_outstanding");
   std::atomic<int> ok{0}, failed{0};
