@@ -75,6 +75,7 @@ int run_bench_serve(Args& args) {
   c.input_len = static_cast<int>(args.get_int("input-len", 256, "prompt tokens per request"));
   c.output_len = static_cast<int>(args.get_int("output-len", 64, "generated tokens per request (max_tokens with ignore_eos)"));
   c.shared_prefix_fraction = args.get_double("shared-prefix-fraction", 0.0, "fraction of each prompt shared by all requests");
+  c.prefix_groups = static_cast<int>(args.get_int("prefix-groups", 1, "distinct shared prefixes (tenants); each request draws one"));
   c.seed = static_cast<uint64_t>(args.get_int("seed", 0, "seed for prompts and arrival times"));
   c.temperature = args.get_double("temperature", 0.0, "sampling temperature sent with each request");
   c.token_id_lo = static_cast<int32_t>(args.get_int("token-id-min", 1000, "smallest random prompt token id"));

@@ -30,7 +30,12 @@ constexpr uint64_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
 std::vector<int32_t> prompt_ids(const LoadConfig& c, int index) {
   int shared = static_cast<int>(std::lround(c.shared_prefix_fraction * c.input_len));
-  CounterRng common(c.seed, 0), own(c.seed, static_cast<uint64_t>(index) + 1);
+  // Streams: 0 (and 2^40 + g for tenant g > 0) for the shared prefixes, index + 1
+  // for each request's own tokens.
+  const uint64_t group = c.prefix_groups > 1
+                             ? CounterRng(c.seed, uint64_t{1} << 41, static_cast<uint64_t>(index)).below(static_cast<uint64_t>(c.prefix_groups))
+                             : 0;
+  CounterRng common(c.seed, group == 0 ? 0 : (uint64_t{1} << 40) + group), own(c.seed, static_cast<uint64_t>(index) + 1);
   const uint64_t span = static_cast<uint64_t>(c.token_id_hi - c.token_id_lo);
   std::vector<int32_t> ids;
   for (int i = 0; i < c.input_len; ++i) {
@@ -143,6 +148,7 @@ LoadResult run_load(const LoadConfig& c, const std::function<void(int)>& progres
   DL_CHECK(c.num_prompts >= 1, "--num-prompts must be at least 1");
   DL_CHECK(c.input_len >= 1 && c.output_len >= 1, "--input-len and --output-len must be at least 1");
   DL_CHECK(c.shared_prefix_fraction >= 0 && c.shared_prefix_fraction <= 1, "--shared-prefix-fraction must be in [0, 1]");
+  DL_CHECK(c.prefix_groups >= 1, "--prefix-groups must be at least 1");
   DL_CHECK(c.request_rate > 0, "--request-rate must be positive (or inf)");
   DL_CHECK(c.max_concurrency >= 0, "--max-concurrency must be >= 0");
   DL_CHECK(c.token_id_hi > c.token_id_lo && c.token_id_lo >= 0, "token id range is empty");

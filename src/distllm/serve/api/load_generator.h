@@ -36,6 +36,9 @@ struct LoadConfig {
   int input_len = 256;
   int output_len = 64;
   double shared_prefix_fraction = 0.0;
+  // Tenants: each request's shared prefix is one of this many (chosen at random per
+  // request), e.g. 8 system prompts. 1: one prefix shared by all.
+  int prefix_groups = 1;
   int32_t token_id_lo = 1000, token_id_hi = 30000;  // random prompt ids come from [lo, hi)
   uint64_t seed = 0;
   bool ignore_eos = true;
