@@ -22,6 +22,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/serve/detokenizer.h"
+#include "distllm/serve/draft_proposer.h"
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/metrics.h"
 #include "distllm/serve/model_runner.h"
@@ -121,7 +122,11 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics);
+  // `draft_runner`: the draft model for SpeculativeMethod::kDraft (required then,
+  // ignored otherwise); it must outlive the engine. Its KV cache is allocated with
+  // the target's block count and block size (on top of --kv-cache-memory).
+  Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics,
+         ModelRunner* draft_runner = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -151,6 +156,8 @@ class Engine {
   int max_completion_tokens(int prompt_len) const;
   const TextCodec& codec() const { return codec_; }
   const EngineConfig& config() const { return config_; }
+  // The speculative proposer (nullptr when speculation is off). For tests.
+  const DraftProposer* proposer() const { return proposer_.get(); }
   EngineStats stats() const;
   // Blocks until no request is in the engine (or the timeout passes). For tests.
   bool wait_idle(double timeout_seconds);
@@ -182,6 +189,7 @@ class Engine {
   KvCacheManager kv_;
   Scheduler scheduler_;
   std::vector<SamplerScratch> scratch_;  // one per sampling thread
+  std::unique_ptr<DraftProposer> proposer_;  // set when speculation is enabled
 
   // Engine-thread state.
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
