@@ -2,7 +2,8 @@
 # Speculative decoding through the server: median TPOT with and without
 # `--speculative ngram` (or, with DRAFT_MODEL=DIR, `--speculative draft
 # --draft-model DIR`) at max concurrency 1, 4 and 16.
-# Target (issue): batch-1 TPOT >= 1.8x lower on a copy-heavy workload.
+# Target (issue): batch-1 TPOT >= 1.8x lower on a copy-heavy workload (ngram),
+# >= 1.5x lower with a draft model (docs/benchmarks.md has both, with caveats).
 #   bash bench/serve_speculative.sh MODEL_DIR
 # The workload is greedy decoding of random-token prompts (bench serve's default).
 # With random weights the model cannot copy a passage; instead its greedy output
