@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Speculative decoding (n-gram prompt lookup) through the server: median TPOT with
-# and without `--speculative ngram` at max concurrency 1, 4 and 16.
-# Target (issue): batch-1 TPOT >= 1.8x lower on a copy-heavy workload.
+# Speculative decoding through the server: median TPOT with and without
+# `--speculative ngram` (or, with DRAFT_MODEL=DIR, `--speculative draft
+# --draft-model DIR`) at max concurrency 1, 4 and 16.
+# Target (issue): batch-1 TPOT >= 1.8x lower on a copy-heavy workload (ngram),
+# >= 1.5x lower with a draft model (docs/benchmarks.md has both, with caveats).
 #   bash bench/serve_speculative.sh MODEL_DIR
 # The workload is greedy decoding of random-token prompts (bench serve's default).
 # With random weights the model cannot copy a passage; instead its greedy output
@@ -12,7 +14,9 @@
 # is. The outputs are identical with and without speculation (tests/serve).
 # Env: CONCURRENCY="1 4 16", K=4 (draft tokens), OUTPUT_LEN=128, INPUT_LEN=32,
 #      ROUNDS=1 (off/on pairs per concurrency, interleaved), TEMPERATURE=0 (sampling
-#      lowers the acceptance rate: the random model's loops break up).
+#      lowers the acceptance rate: the random model's loops break up),
+#      DRAFT_MODEL= (a draft model directory: speculate with it instead of n-grams;
+#      e.g. serve_make_tiny_model DIR --draft-of MODEL_DIR --layers 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/serve_common.sh
@@ -24,13 +28,17 @@ OUTPUT_LEN=${OUTPUT_LEN:-128}
 INPUT_LEN=${INPUT_LEN:-32}
 ROUNDS=${ROUNDS:-1}
 TEMPERATURE=${TEMPERATURE:-0}
+DRAFT_MODEL=${DRAFT_MODEL:-}
+METHOD=ngram
+SPEC_FLAGS=(--speculative ngram)
+if [ -n "$DRAFT_MODEL" ]; then METHOD=draft; SPEC_FLAGS=(--speculative draft --draft-model "$DRAFT_MODEL"); fi
 RESULTS=/tmp/serve_speculative_results.txt
 : > "$RESULTS"
 for conc in $CONCURRENCY; do
   prompts=$((conc == 1 ? 8 : conc * 4))
   for round in $(seq "$ROUNDS"); do
-    for mode in off ngram; do
-      if [ "$mode" = off ]; then start_server "$MODEL"; else start_server "$MODEL" --speculative ngram --num-speculative-tokens "$K"; fi
+    for mode in off "$METHOD"; do
+      if [ "$mode" = off ]; then start_server "$MODEL"; else start_server "$MODEL" "${SPEC_FLAGS[@]}" --num-speculative-tokens "$K"; fi
       bench --max-concurrency "$conc" --num-prompts "$prompts" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --seed "$round" --temperature "$TEMPERATURE"
       stop_server
       /usr/bin/python3 -c "
@@ -40,15 +48,15 @@ print('$conc', '$mode', j['median_tpot_ms'], j['output_throughput'], j.get('spec
     done
   done
 done
-/usr/bin/python3 - "$RESULTS" "$K" "$TEMPERATURE" <<'PY'
+/usr/bin/python3 - "$RESULTS" "$K" "$TEMPERATURE" "$METHOD" <<'PY'
 import sys, statistics as st
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-k, temperature = sys.argv[2], sys.argv[3]
-print(f'\nspeculative decoding (ngram, k={k}, temperature {temperature}): median TPOT ms (median over rounds), output tok/s')
-print(f"{'concurrency':>11} {'TPOT off':>9} {'TPOT ngram':>10} {'speedup':>8} {'tok/s off':>10} {'tok/s ngram':>11} {'accept %':>9} {'mean len':>9}")
+k, temperature, m = sys.argv[2], sys.argv[3], sys.argv[4]
+print(f'\nspeculative decoding ({m}, k={k}, temperature {temperature}): median TPOT ms (median over rounds), output tok/s')
+print(f"{'concurrency':>11} {'TPOT off':>9} {'TPOT ' + m:>10} {'speedup':>8} {'tok/s off':>10} {'tok/s ' + m:>11} {'accept %':>9} {'mean len':>9}")
 for conc in dict.fromkeys(r[0] for r in rows):
     off = [r for r in rows if r[0] == conc and r[1] == 'off']
-    on = [r for r in rows if r[0] == conc and r[1] == 'ngram']
+    on = [r for r in rows if r[0] == conc and r[1] == m]
     t_off = st.median(float(r[2]) for r in off); t_on = st.median(float(r[2]) for r in on)
     x_off = st.median(float(r[3]) for r in off); x_on = st.median(float(r[3]) for r in on)
     acc = st.median(float(r[4]) for r in on); ml = st.median(float(r[5]) for r in on)

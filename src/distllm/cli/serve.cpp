@@ -73,7 +73,10 @@ int run_serve(Args& args) {
   ecfg.max_model_len = static_cast<int>(args.get_int("max-model-len", 0, "context length limit (0: the model's)"));
   ecfg.enable_prefix_cache = !args.get_flag("no-prefix-cache", "turn the radix prefix cache off");
   ecfg.speculative.method = serve::parse_speculative_method(
-      args.get_string("speculative", "none", "speculative decoding: none or ngram (prompt lookup)"));
+      args.get_string("speculative", "none",
+                      "speculative decoding: none, ngram (prompt lookup) or draft (a smaller model, --draft-model)"));
+  std::string draft_dir = args.get_string(
+      "draft-model", "", "model directory of the draft model for --speculative draft (same tokenizer as --model)");
   ecfg.speculative.num_speculative_tokens =
       static_cast<int>(args.get_int("num-speculative-tokens", 4, "draft tokens verified per step (k)"));
   ecfg.speculative.ngram.min_n = static_cast<int>(args.get_int("ngram-min", 2, "shortest suffix n-gram looked up"));
@@ -95,6 +98,12 @@ int run_serve(Args& args) {
            "--max-connections and --max-connections-per-ip must be at least 1");
   DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
   scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
+  if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
+    DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
+    DL_CHECK(fs::is_directory(draft_dir), "--draft-model %s is not a directory", draft_dir.c_str());
+  } else {
+    DL_CHECK(draft_dir.empty(), "--draft-model is only used with --speculative draft");
+  }
   fs::path dir(model_dir);
   DL_CHECK(fs::is_directory(dir), "--model %s is not a directory", model_dir.c_str());
   scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
@@ -117,10 +126,27 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
   auto runner = run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model); });
+  std::unique_ptr<serve::InferenceRunner> draft_runner;
+  if (!draft_dir.empty()) {
+    draft_runner = run_on_transient_thread([&] {
+      serve::ModelBundle draft;
+      try {
+        draft = serve::load_model_bundle(draft_dir);
+      } catch (const std::exception& e) {
+        throw Error(strprintf("--draft-model %s: %s", draft_dir.c_str(), e.what()));
+      }
+      serve::check_same_tokenizer(codec.tokenizer(), *draft.tokenizer, draft_dir);
+      DL_CHECK(draft.model->config().vocab_size == model->config().vocab_size,
+               "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
+               draft.model->config().vocab_size, model->config().vocab_size);
+      LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.model->config().describe().c_str());
+      return std::make_unique<serve::InferenceRunner>(draft.model);
+    });
+  }
   const double t_runner = startup.seconds();
   serve::ServeMetrics metrics(scfg.model_name);
   auto engine_ptr =
-      run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics); });
+      run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics, draft_runner.get()); });
   const double t_engine = startup.seconds();
   serve::Engine& engine = *engine_ptr;
   serve::api::ApiServer server(engine, chat, metrics, scfg);

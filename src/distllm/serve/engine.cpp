@@ -11,7 +11,6 @@
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
-#include "distllm/serve/ngram_proposer.h"
 
 namespace distllm::serve {
 namespace {
@@ -95,7 +94,8 @@ struct Engine::RequestState {
   }
 };
 
-Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics)
+Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics,
+               ModelRunner* draft_runner)
     : runner_(runner),
       codec_(codec),
       config_(config),
@@ -109,14 +109,32 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
   config_.speculative.validate();
   DL_CHECK(codec.vocab_size() <= runner.vocab_size(),
            "tokenizer has %d tokens but the model's vocabulary has only %d", codec.vocab_size(), runner.vocab_size());
+  if (config_.speculative.method == SpeculativeMethod::kDraft) {
+    DL_CHECK(draft_runner != nullptr, "--speculative draft needs --draft-model DIR");
+    DL_CHECK(draft_runner->vocab_size() == runner.vocab_size(),
+             "--draft-model has a vocabulary of %d tokens but the model's has %d: the draft must use the same "
+             "tokenizer and vocabulary",
+             draft_runner->vocab_size(), runner.vocab_size());
+  }
   runner_.allocate_kv(kv_.num_blocks(), config.block_size);
+  if (config_.speculative.enabled()) {
+    if (config_.speculative.method == SpeculativeMethod::kDraft) {
+      proposer_ = std::make_unique<DraftModelProposer>(*draft_runner, kv_.num_blocks(), config.block_size);
+    } else {
+      proposer_ = std::make_unique<NgramProposer>(config_.speculative.ngram);
+    }
+  }
   publish_stats();
   LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens), max model length %d, prefix cache %s", kv_.num_blocks(),
            config.block_size, kv_.num_blocks() * config.block_size, max_model_len_,
            config.enable_prefix_cache ? "on" : "off");
-  if (config_.speculative.enabled()) {
+  if (config_.speculative.method == SpeculativeMethod::kNgram && config_.speculative.enabled()) {
     LOG_INFO("engine: speculative decoding: ngram, %d tokens, n-gram %d..%d", config_.speculative.num_speculative_tokens,
              config_.speculative.ngram.min_n, config_.speculative.ngram.max_n);
+  } else if (config_.speculative.enabled()) {
+    LOG_INFO("engine: speculative decoding: draft model, %d tokens, draft KV cache %zu bytes",
+             config_.speculative.num_speculative_tokens,
+             draft_runner->kv_bytes_per_block(config.block_size) * static_cast<size_t>(kv_.num_blocks()));
   }
 }
 
@@ -323,6 +341,7 @@ void Engine::take_in() {
 
 void Engine::finish(RequestState& st, FinishReason reason, const std::string& error, OutputDelta* last) {
   scheduler_.finish(&st.seq);  // frees the KV blocks
+  if (proposer_) proposer_->release(st.seq.id);
   const double now = now_seconds();
   OutputDelta d;
   if (last) d = std::move(*last);  // the final token and the finish travel together
@@ -426,7 +445,7 @@ void Engine::propose_drafts() {
     k = std::min<int64_t>(k, st.req.max_tokens - seq->num_generated() - 1);
     k = std::min<int64_t>(k, max_model_len_ - len - 1);
     if (k <= 0) continue;
-    seq->draft = propose_ngram(seq->tokens, spec.ngram, static_cast<int>(k));
+    seq->draft = proposer_->propose(*seq, static_cast<int>(k));
   }
 }
 
@@ -478,6 +497,19 @@ void Engine::step() {
   propose_drafts();
   SchedulerOutput out = scheduler_.schedule();
   if (out.empty()) return;
+  if (proposer_) {
+    bool drafts = false;
+    for (const ScheduledChunk& c : out.chunks) drafts |= c.num_draft > 0;
+    if (drafts) {
+      try {
+        proposer_->finalize(out.chunks, kv_);
+      } catch (const std::exception& e) {
+        // The drafts keep their placeholder tokens: verification rejects what does
+        // not match, so the output is unchanged; only this step's speedup is lost.
+        LOG_ERROR("engine: draft proposer failed: %s", e.what());
+      }
+    }
+  }
   const double scheduled_at = now_seconds();
   for (Sequence* seq : out.admitted) {
     RequestState& st = *requests_.at(seq->id);
@@ -567,7 +599,10 @@ void Engine::step() {
     for (const SampleResult& sample : v.samples) {
       if ((finished = process_sample(st, sample, now))) break;
     }
-    if (!finished && sampled[i]->num_draft > 0) scheduler_.accept_draft(seq, v.num_accepted);
+    if (!finished && sampled[i]->num_draft > 0) {
+      proposer_->on_verified(*seq, v.num_accepted);
+      scheduler_.accept_draft(seq, v.num_accepted);
+    }
   }
   if (config_.check_invariants) kv_.check_invariants();
 }

@@ -22,6 +22,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/serve/detokenizer.h"
+#include "distllm/serve/draft_proposer.h"
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/metrics.h"
 #include "distllm/serve/model_runner.h"
@@ -144,7 +145,11 @@ class EngineClient {
 
 class Engine : public EngineClient {
  public:
-  Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics);
+  // `draft_runner`: the draft model for SpeculativeMethod::kDraft (required then,
+  // ignored otherwise); it must outlive the engine. Its KV cache is allocated with
+  // the target's block count and block size (on top of --kv-cache-memory).
+  Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics,
+         ModelRunner* draft_runner = nullptr);
   ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -175,6 +180,8 @@ class Engine : public EngineClient {
   int max_in_flight() const override { return config_.scheduler.max_num_seqs + config_.max_queued_requests; }
   const TextCodec& codec() const override { return codec_; }
   const EngineConfig& config() const { return config_; }
+  // The speculative proposer (nullptr when speculation is off). For tests.
+  const DraftProposer* proposer() const { return proposer_.get(); }
   EngineStats stats() const override;
   // Blocks until no request is in the engine (or the timeout passes). For tests.
   bool wait_idle(double timeout_seconds) override;
@@ -206,6 +213,7 @@ class Engine : public EngineClient {
   KvCacheManager kv_;
   Scheduler scheduler_;
   std::vector<SamplerScratch> scratch_;  // one per sampling thread
+  std::unique_ptr<DraftProposer> proposer_;  // set when speculation is enabled
 
   // Engine-thread state.
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;

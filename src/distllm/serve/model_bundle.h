@@ -24,6 +24,11 @@ struct ModelBundle {
 // `tokenizer_path` empty: the tokenizer in the model directory.
 ModelBundle load_model_bundle(const std::string& model_dir, const std::string& tokenizer_path = "");
 
+// Throws distllm::Error naming --draft-model unless `draft` (the tokenizer of the
+// draft model in `draft_dir`) has the same vocabulary as `target`: the same size and
+// the same bytes for every token id.
+void check_same_tokenizer(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_dir);
+
 // generation_config.json's eos_token_id list (empty when absent).
 std::vector<int32_t> generation_eos_ids(const std::string& model_dir);
 

@@ -17,7 +17,8 @@ void SpeculativeConfig::validate() const {
 SpeculativeMethod parse_speculative_method(const std::string& name) {
   if (name.empty() || name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
-  throw Error(strprintf("--speculative must be 'none' or 'ngram', got '%s'", name.c_str()));
+  if (name == "draft") return SpeculativeMethod::kDraft;
+  throw Error(strprintf("--speculative must be 'none', 'ngram' or 'draft', got '%s'", name.c_str()));
 }
 
 VerifyResult verify_draft(std::span<const int32_t> draft, const std::function<SampleResult(int row)>& sample_row) {

@@ -1,6 +1,7 @@
 // Speculative decoding: settings and the verification rule.
 //
-// A decoding sequence proposes k draft tokens (ngram_proposer.h); the engine runs
+// A decoding sequence proposes k draft tokens (draft_proposer.h: prompt lookup, or
+// a smaller draft model run greedily); the engine runs
 // [newest token, d1..dk] as one chunk and gets k + 1 rows of logits: row i is the
 // target distribution for the token after d1..di. verify_draft then samples row
 // 0, 1, ... in order with the ordinary sampler and accepts while the sampled token
@@ -34,7 +35,7 @@
 
 namespace distllm::serve {
 
-enum class SpeculativeMethod { kNone, kNgram };
+enum class SpeculativeMethod { kNone, kNgram, kDraft };
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
@@ -50,7 +51,7 @@ struct SpeculativeConfig {
   void validate() const;
 };
 
-// "none" or "ngram"; throws distllm::Error naming --speculative otherwise.
+// "none", "ngram" or "draft"; throws distllm::Error naming --speculative otherwise.
 SpeculativeMethod parse_speculative_method(const std::string& name);
 
 struct VerifyResult {
