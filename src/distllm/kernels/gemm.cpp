@@ -32,9 +32,14 @@ void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
 
 namespace {
 
+using PackA = void (*)(float*, const float*, int64_t, bool, int64_t, int64_t, int64_t, int64_t);
+using PackB = PackA;
+
 struct Config {
   GemmBlocking blk;
   detail::GemmMicroKernel kernel;
+  PackA pack_a = nullptr;  // null: the generic packing below
+  PackB pack_b = nullptr;
 };
 
 int env_int(const char* name, int fallback) {
@@ -54,8 +59,13 @@ Config make_config(GemmBlocking b, detail::GemmMicroKernel k) {
 }
 
 const Config& config() {
-  static const Config avx512 = make_config(
-      {detail::avx512::kMR, detail::avx512::kNR, 256, 14 * 24, 32 * 64, "avx512"}, detail::avx512::gemm_kernel);
+  static const Config avx512 = [] {
+    Config c = make_config({detail::avx512::kMR, detail::avx512::kNR, 256, 12 * 28, 32 * 64, "avx512"},
+                           detail::avx512::gemm_kernel);
+    c.pack_a = detail::avx512::pack_a;
+    c.pack_b = detail::avx512::pack_b;
+    return c;
+  }();
   static const Config avx2 =
       make_config({detail::avx2::kMR, detail::avx2::kNR, 256, 6 * 40, 16 * 128, "avx2"}, detail::avx2::gemm_kernel);
   static const Config scalar = make_config(
@@ -165,10 +175,16 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
     for (int64_t pc = 0; pc < K; pc += b.kc) {
       const int64_t kc = std::min<int64_t>(b.kc, K - pc);
       const float beta_k = pc == 0 ? beta : 1.0f;
-      pack_b(bp, B, ldb, tb, pc, kc, jc, nc, NR);
+      if (cfg.pack_b)
+        cfg.pack_b(bp, B, ldb, tb, pc, kc, jc, nc);
+      else
+        pack_b(bp, B, ldb, tb, pc, kc, jc, nc, NR);
       for (int64_t ic = m0; ic < m1; ic += b.mc) {
         const int64_t mc = std::min<int64_t>(b.mc, m1 - ic);
-        pack_a(ap, A, lda, ta, ic, mc, pc, kc, MR);
+        if (cfg.pack_a)
+          cfg.pack_a(ap, A, lda, ta, ic, mc, pc, kc);
+        else
+          pack_a(ap, A, lda, ta, ic, mc, pc, kc, MR);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
           const float* bpanel = bp + jr * kc;
@@ -176,6 +192,12 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
             const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
             float* c = C + (ic + ir) * ldc + jc + jr;
             const float* apanel = ap + ir * kc;
+            // The kernel touches its C tile only at the end: start fetching it now
+            // (rows a power of two apart would otherwise miss one by one).
+            for (int i = 0; i < mr; ++i) {
+              __builtin_prefetch(c + i * ldc, 1);
+              __builtin_prefetch(c + i * ldc + nr - 1, 1);
+            }
             if (mr == MR && nr == NR) {
               cfg.kernel(kc, apanel, bpanel, c, ldc, alpha, beta_k);
             } else {
@@ -223,7 +245,7 @@ void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float 
     int tn = threads / tm;
     if (tm > mu || tn > nu) continue;
     double mt = static_cast<double>((mu + tm - 1) / tm) * MR, nt = static_cast<double>((nu + tn - 1) / tn) * NR;
-    double cost = mt * nt + 4.0 * (mt * ((nt + cfg.blk.nc - 1) / cfg.blk.nc) + nt);
+    double cost = mt * nt + 8.0 * (mt * ((nt + cfg.blk.nc - 1) / cfg.blk.nc) + nt);
     if (best_cost < 0 || cost < best_cost) best_cost = cost, best_tm = tm;
   }
   const int tm = best_tm, tn = threads / tm;

@@ -42,8 +42,11 @@ constexpr int kMR = 6, kNR = 16;
 void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
 }  // namespace avx2
 namespace avx512 {
-constexpr int kMR = 14, kNR = 32;
+constexpr int kMR = 12, kNR = 32;
 void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
+// Vectorised packing (same layout as the generic packing in gemm.cpp).
+void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t k0, int64_t kc);
+void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc);
 }  // namespace avx512
 }  // namespace detail
 
