@@ -44,6 +44,7 @@ int run_bench_gemm(Args& args) {
   int64_t size = args.get_int("size", 2048, "side of the square NN product");
   int64_t tokens = args.get_int("tokens", 1024, "tokens per step for the training shapes (batch x seq)");
   bool square_only = args.get_flag("square-only", "only the square product");
+  std::string only = args.get_string("only", "", "run only products whose name contains this text");
   apply_thread_flag(args);
   if (args.help_or_finish()) return 0;
   DL_CHECK(repeat >= 1 && repeat <= 100, "--repeat must be in [1, 100]");
@@ -78,6 +79,7 @@ int run_bench_gemm(Args& args) {
   double train_flops = 0, train_ours_s = 0, train_blas_s = 0;
   for (size_t si = 0; si < shapes.size(); ++si) {
     const Shape& s = shapes[si];
+    if (!only.empty() && s.name.find(only) == std::string::npos) continue;
     const bool ta = s.ta == Trans::kT, tb = s.tb == Trans::kT;
     const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
     CounterRng rng(si + 1);

@@ -162,8 +162,12 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
 // One thread's share: C[m0:m1, n0:n1], all of K.
 void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K,
                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-               int64_t ldc) {
-  const GemmBlocking& b = cfg.blk;
+               int64_t ldc, bool huge_c) {
+  GemmBlocking b = cfg.blk;
+  // Every KC slice reads and writes all of C; when C is far larger than the caches
+  // (the vocabulary-sized output head) that traffic is memory-bound, so take
+  // slices twice as deep (the B micro-panel then streams from L2 instead of L1).
+  if (huge_c) b.kc *= 2;
   const int MR = b.mr, NR = b.nr;
   thread_local PackBuffer abuf, bbuf;
   const int64_t kc_max = std::min<int64_t>(b.kc, K);
@@ -228,6 +232,7 @@ void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float 
     return;
   }
   const Config& cfg = config();
+  const bool huge_c = static_cast<double>(M) * N >= 16.0 * 1024 * 1024 && K > cfg.blk.kc;
   const int MR = cfg.blk.mr, NR = cfg.blk.nr;
   const bool ta = trans_a == Trans::kT, tb = trans_b == Trans::kT;
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;  // units of micro-tiles
@@ -250,7 +255,7 @@ void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float 
   }
   const int tm = best_tm, tn = threads / tm;
   if (threads == 1) {
-    gemm_tile(cfg, ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_tile(cfg, ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc, huge_c);
     return;
   }
   parallel_chunks(0, threads, [&](int64_t lo, int64_t hi, int) {
@@ -258,7 +263,8 @@ void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float 
       int64_t r = t / tn, c = t % tn;
       int64_t m0 = std::min(M, mu * r / tm * MR), m1 = std::min(M, mu * (r + 1) / tm * MR);
       int64_t n0 = std::min(N, nu * c / tn * NR), n1 = std::min(N, nu * (c + 1) / tn * NR);
-      if (m0 < m1 && n0 < n1) gemm_tile(cfg, ta, tb, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      if (m0 < m1 && n0 < n1)
+        gemm_tile(cfg, ta, tb, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc, huge_c);
     }
   });
 }
