@@ -149,5 +149,12 @@ TEST(Gemm, MatchesOpenBlasOnTrainingLikeShapeTN) {
   check_case({Trans::kN, Trans::kT, 256, 192, 768, 0, 0, 0, 1.0f, 0.0f}, 10);
 }
 
+TEST(Gemm, HugeOutputTakesDeeperKSlices) {
+  // M x N >= 16 Mi elements and K > KC: the driver doubles KC (fewer passes over C).
+  IsaCapReset reset;
+  set_isa_cap(best_isa());
+  check_case({Trans::kN, Trans::kT, 4097, 4097, 600, 0, 0, 0, 1.0f, 1.0f}, 12);
+}
+
 }  // namespace
 }  // namespace distllm::kernels
