@@ -177,6 +177,26 @@ TEST(Api, SamplingApiFieldsAreHonoured) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 4) << "the stop string matched before min_tokens";
 }
 
+// X-Request-Id (e.g. from a router in front) names the request in the response
+// id and comes back as a header; an unusable one is ignored.
+TEST(Api, ClientRequestIdIsEchoed) {
+  Server s;
+  httplib::Client c("127.0.0.1", s.port);
+  auto r = c.Post("/v1/completions", {{"X-Request-Id", "router-42.a:b"}}, completion("id", 2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("X-Request-Id"), "router-42.a:b");
+  EXPECT_EQ(Json::parse(r->body)["id"], "cmpl-router-42.a:b");
+  r = c.Post("/v1/chat/completions", {{"X-Request-Id", "abc"}}, chat_request("id", 2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body)["id"], "chatcmpl-abc");
+  r = c.Post("/v1/completions", {{"X-Request-Id", "bad id with spaces"}}, completion("id", 2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("X-Request-Id"));
+  EXPECT_EQ(Json::parse(r->body)["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(Json::parse(r->body)["id"].get<std::string>().find(' '), std::string::npos);
+}
+
 TEST(Api, HostileRequestsGetTheRight4xx) {
   Server s;
   auto post = [&](const std::string& body) { return s.client.post("/v1/completions", body); };

@@ -80,6 +80,7 @@ int run_bench_serve(Args& args) {
   c.token_id_lo = static_cast<int32_t>(args.get_int("token-id-min", 1000, "smallest random prompt token id"));
   c.token_id_hi = static_cast<int32_t>(args.get_int("token-id-max", 30000, "random prompt token ids stay below this"));
   bool no_ignore_eos = args.get_flag("no-ignore-eos", "let the model stop at EOS (output lengths then vary)");
+  c.extra_body_json = args.get_string("extra-body", "", "JSON object merged into every request, e.g. '{\"guided_json\": {...}}'");
   std::vector<std::string> goodput = args.get_list("goodput", "SLOs for goodput: ttft:MS tpot:MS e2el:MS");
   std::string save_json = args.get_string("save-json", "", "write the results (and per-request data) to this JSON file");
   if (args.help_or_finish()) return 0;
@@ -90,6 +91,7 @@ int run_bench_serve(Args& args) {
   c.chat = endpoint == "chat";
   c.text_prompts = prompt_format == "text";
   c.ignore_eos = !no_ignore_eos;
+  if (!c.extra_body_json.empty()) load_request_body(c, "model", 0);  // a bad --extra-body fails here, named
   if (rate == "inf") {
     c.request_rate = std::numeric_limits<double>::infinity();
   } else {

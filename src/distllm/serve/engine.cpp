@@ -1,5 +1,7 @@
 #include "distllm/serve/engine.h"
 
+#include "distllm/serve/structured/matcher.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -76,6 +78,10 @@ struct Engine::RequestState {
   bool scheduled = false;
   int cached_tokens = 0;
   std::vector<int32_t> min_tokens_suppressed;  // EOS (unless ignored) and stop ids
+  // Structured output: the grammar's state and the allowed-token mask for the next
+  // sample (one buffer per request: rows are sampled in parallel).
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  mutable std::vector<uint32_t> grammar_mask;  // filled while sampling (sample_chunk)
 
   // What the sampler sees of this sequence for its next token.
   SequenceContext sampling_context() const {
@@ -84,6 +90,7 @@ struct Engine::RequestState {
     c.prompt = all.first(static_cast<size_t>(seq.num_prompt_tokens));
     c.generated = all.subspan(static_cast<size_t>(seq.num_prompt_tokens));
     if (seq.num_generated() < req.min_tokens) c.suppressed = min_tokens_suppressed;
+    if (matcher) c.allowed = grammar_mask;
     return c;
   }
 };
@@ -202,6 +209,11 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
       st->detok->set_stops_armed(false);
       if (!st->req.ignore_eos && codec_.eos_token_id() >= 0) st->min_tokens_suppressed.push_back(codec_.eos_token_id());
       for (int32_t t : st->req.stop_token_ids) st->min_tokens_suppressed.push_back(t);
+    }
+    if (st->req.grammar) {
+      st->matcher = std::make_unique<structured::GrammarMatcher>(st->req.grammar);
+      size_t words = (static_cast<size_t>(runner_.vocab_size()) + 31) / 32;
+      st->grammar_mask.assign(std::max(words, st->req.grammar->mask_words()), 0);
     }
     st->arrival = now;
     ids.push_back(st->seq.id);
@@ -360,6 +372,16 @@ bool Engine::process_sample(RequestState& st, const SampleResult& sample, double
   const auto& stop_ids = st.req.stop_token_ids;
   const bool is_eos = !st.req.ignore_eos && token == codec_.eos_token_id();
   const bool is_stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  // Structured output: the grammar follows every token; once only EOS could
+  // follow, the output is complete.
+  bool grammar_complete = false;
+  if (st.matcher) {
+    if (!st.matcher->accept_token(token)) {
+      finish(st, FinishReason::kError, "internal error: a sampled token does not fit the request's grammar");
+      return true;
+    }
+    grammar_complete = st.matcher->only_eos() || st.matcher->is_terminated();
+  }
   // A stop token's text is not part of the output, except a stop_token_ids token
   // with include_stop_str_in_output (as vLLM does it; EOS never has text).
   if (is_eos || (is_stop_id && !st.req.include_stop_str_in_output)) {
@@ -371,6 +393,7 @@ bool Engine::process_sample(RequestState& st, const SampleResult& sample, double
     if (sample.has_logprobs) d.logprobs.push_back(sample.logprobs);
     if (o.stopped || is_stop_id) reason = FinishReason::kStop;
   }
+  if (reason == FinishReason::kNone && grammar_complete) reason = FinishReason::kStop;
   if (reason == FinishReason::kNone &&
       (st.seq.num_generated() >= st.req.max_tokens || static_cast<int64_t>(st.seq.tokens.size()) >= max_model_len_)) {
     reason = FinishReason::kLength;
@@ -414,14 +437,31 @@ VerifyResult Engine::sample_chunk(const RequestState& st, const ScheduledChunk& 
   const std::span<const int32_t> all(seq.tokens);
   const std::span<const int32_t> draft(seq.draft.data(), static_cast<size_t>(c.num_draft));
   std::vector<int32_t> history;  // generated tokens plus the drafts accepted so far
+  // Structured output: row i's mask is the grammar's after draft[0, i). The matcher
+  // follows the accepted drafts here and is rolled back afterwards: process_sample
+  // accepts the emitted tokens for good.
+  size_t grammar_steps = 0;
+  struct Rollback {
+    structured::GrammarMatcher* m;
+    size_t& n;
+    ~Rollback() {
+      if (m && n) m->rollback(n);
+    }
+  } undo{st.matcher.get(), grammar_steps};
   return verify_draft(draft, [&](int i) {
     // Row i sees the sequence as it would be after the i accepted drafts: penalties
     // count them, min_tokens suppression depends on the count including them.
     SequenceContext ctx = st.sampling_context();
-    // NOTE for structured outputs: an allowed-token mask that depends on the tokens
-    // so far (a grammar) must be advanced over draft[0, i) for row i too; until the
-    // engine has one, rows share row 0's (empty) mask. Requests with a grammar
-    // should either advance it here or get no draft in propose_drafts().
+    if (st.matcher) {
+      if (i > 0) {
+        // verify_draft only asks for row i once row i - 1 sampled draft[i - 1],
+        // which that row's mask allowed.
+        DL_CHECK(st.matcher->accept_token(draft[static_cast<size_t>(i - 1)]),
+                 "internal error: an accepted draft token does not fit the grammar");
+        ++grammar_steps;
+      }
+      st.matcher->fill_next_token_bitmask(st.grammar_mask);
+    }
     if (i > 0) {
       if (history.empty()) history.assign(all.begin() + seq.num_prompt_tokens, all.end());
       history.push_back(draft[static_cast<size_t>(i - 1)]);

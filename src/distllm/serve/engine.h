@@ -28,6 +28,7 @@
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/scheduler.h"
 #include "distllm/serve/speculative.h"
+#include "distllm/serve/structured/compiler.h"
 #include "distllm/serve/text_codec.h"
 
 namespace distllm::serve {
@@ -70,6 +71,9 @@ struct GenerationRequest {
   // this many tokens were generated (vLLM's min_tokens).
   int min_tokens = 0;
   bool include_stop_str_in_output = false;  // the matched stop string ends the text
+  // Structured output: every sampled token must fit this grammar (compiled against
+  // the codec's vocabulary); the request stops when only EOS could follow.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -119,10 +123,29 @@ struct EngineStats {
   int64_t peak_running_plus_waiting = 0;
 };
 
-class Engine {
+// What the HTTP API needs from whatever generates: the local Engine below; a
+// tensor-parallel engine or a remote replica behind a router can look the same.
+// Request ids are only meaningful to the client that submitted them.
+class EngineClient {
+ public:
+  virtual ~EngineClient() = default;
+  virtual std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out) = 0;
+  virtual void abort(const std::vector<uint64_t>& ids) = 0;
+  virtual void abort_all(const std::string& reason) = 0;
+  virtual bool alive() const = 0;
+  virtual int max_model_len() const = 0;
+  virtual int max_completion_tokens(int prompt_len) const = 0;
+  // Requests it holds at most (running + queued); more get 429.
+  virtual int max_in_flight() const = 0;
+  virtual const TextCodec& codec() const = 0;
+  virtual EngineStats stats() const = 0;
+  virtual bool wait_idle(double timeout_seconds) = 0;
+};
+
+class Engine : public EngineClient {
  public:
   Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics);
-  ~Engine();
+  ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -134,26 +157,27 @@ class Engine {
   // the whole KV cache), 429 when running + waiting would pass max_num_seqs +
   // max_queued_requests, 503 when the engine loop is not running. Returns the request ids, in order; outputs arrive in `out`
   // with OutputDelta::index = position in `requests`.
-  std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out);
+  std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out) override;
   // Cancels requests (unknown or finished ids are ignored). Their blocks are freed
   // at the start of the next engine step.
-  void abort(const std::vector<uint64_t>& ids);
+  void abort(const std::vector<uint64_t>& ids) override;
   // Ends every request in the engine at the next step with FinishReason::kAbort and
   // this error (graceful shutdown: what is still running when the drain time is up).
-  void abort_all(const std::string& reason);
+  void abort_all(const std::string& reason) override;
 
   // The loop thread is running and has not died.
-  bool alive() const { return alive_.load(); }
-  int max_model_len() const { return max_model_len_; }
+  bool alive() const override { return alive_.load(); }
+  int max_model_len() const override { return max_model_len_; }
   int block_size() const { return config_.block_size; }
   int num_blocks() const { return kv_.num_blocks(); }
   // Longest completion a prompt of this length could ever get (context and cache).
-  int max_completion_tokens(int prompt_len) const;
-  const TextCodec& codec() const { return codec_; }
+  int max_completion_tokens(int prompt_len) const override;
+  int max_in_flight() const override { return config_.scheduler.max_num_seqs + config_.max_queued_requests; }
+  const TextCodec& codec() const override { return codec_; }
   const EngineConfig& config() const { return config_; }
-  EngineStats stats() const;
+  EngineStats stats() const override;
   // Blocks until no request is in the engine (or the timeout passes). For tests.
-  bool wait_idle(double timeout_seconds);
+  bool wait_idle(double timeout_seconds) override;
 
  private:
   struct RequestState;

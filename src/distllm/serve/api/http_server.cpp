@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "distllm/base/log.h"
@@ -13,6 +14,7 @@
 #include "distllm/serve/api/http_front.h"
 #include "distllm/serve/api/openai_protocol.h"
 #include "distllm/serve/api/peer_socket.h"
+#include "distllm/serve/structured/structured.h"
 
 namespace distllm::serve::api {
 namespace {
@@ -50,7 +52,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 // One API request's generation: its engine requests (one per choice) and what
 // they have produced so far.
 struct Generation {
-  Engine* engine = nullptr;
+  EngineClient* engine = nullptr;
   std::shared_ptr<OutputQueue> queue = std::make_shared<OutputQueue>();
   std::vector<uint64_t> ids;
   bool chat = false;
@@ -137,11 +139,9 @@ struct Generation {
 
 class Server {
  public:
-  Server(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+  Server(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
       : engine_(engine), chat_(chat), metrics_(metrics), config_(std::move(config)), started_(unix_time()) {
-    int threads = config_.http_threads > 0
-                      ? config_.http_threads
-                      : engine.config().scheduler.max_num_seqs + engine.config().max_queued_requests + 16;
+    int threads = config_.http_threads > 0 ? config_.http_threads : engine.max_in_flight() + 16;
     FrontLimits limits;
     limits.max_body_bytes = config_.max_body_bytes;
     limits.header_timeout_s = config_.header_timeout_s;
@@ -265,6 +265,7 @@ class Server {
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
+    if (std::string id = client_request_id(req.get_header_value("X-Request-Id")); !id.empty()) res.set_header("X-Request-Id", id);
     try {
       prepare(req, *gen, chat);
     } catch (const ApiError& e) {
@@ -294,6 +295,45 @@ class Server {
     }
   }
 
+  // The grammar compiler for this server's vocabulary, built on first use. Special
+  // tokens (EOS and the model's stop tokens) get no bytes: a grammar never allows
+  // them as text, and EOS only where the grammar may end.
+  structured::GrammarCompiler& grammar_compiler() {
+    std::call_once(compiler_once_, [&] {
+      const TextCodec& codec = engine_.codec();
+      std::vector<std::string> bytes(static_cast<size_t>(codec.vocab_size()));
+      for (int32_t i = 0; i < codec.vocab_size(); ++i) bytes[static_cast<size_t>(i)] = codec.token_bytes(i);
+      for (int32_t id : config_.default_stop_token_ids)
+        if (id >= 0 && id < codec.vocab_size()) bytes[static_cast<size_t>(id)].clear();
+      int32_t eos = codec.eos_token_id();
+      if (eos < 0 || eos >= codec.vocab_size()) {
+        // No EOS: a grammar then ends a request when only EOS could follow.
+        bytes.emplace_back();
+        eos = static_cast<int32_t>(bytes.size() - 1);
+      }
+      compiler_ = std::make_unique<structured::GrammarCompiler>(std::move(bytes), eos);
+    });
+    return *compiler_;
+  }
+
+  // Compiles the request's structured-output constraint (cached by text) and hands
+  // it to every choice; a grammar that does not compile is a 400 naming the field.
+  void attach_grammar(const SamplingFields& s, std::vector<GenerationRequest>& reqs) {
+    if (!s.structured) return;
+    std::shared_ptr<const structured::CompiledGrammar> g;
+    try {
+      structured::GrammarCompiler& compiler = grammar_compiler();
+      size_t hits = compiler.cache_hits();
+      g = compiler.compile(*s.structured);
+      if (compiler.cache_hits() == hits)  // a new grammar (racy count: only for the log)
+        LOG_INFO("structured output: compiled a %s grammar (%zu rules) in %.1f ms",
+                 structured::grammar_kind_name(s.structured->kind), g->grammar().rules.size(), g->compile_seconds() * 1e3);
+    } catch (const structured::GrammarError& e) {
+      throw ApiError(400, std::string("invalid '") + s.structured_param + "': " + e.what(), s.structured_param);
+    }
+    for (auto& r : reqs) r.grammar = g;
+  }
+
   void prepare(const httplib::Request& req, Generation& gen, bool chat) {
     Json body = parse_body(req.body);
     const TextCodec& codec = engine_.codec();
@@ -301,13 +341,23 @@ class Server {
     gen.chat = chat;
     gen.created = unix_time();
     gen.model = config_.model_name;
-    gen.id = new_request_id(chat ? "chatcmpl-" : "cmpl-");
+    const std::string client_id = client_request_id(req.get_header_value("X-Request-Id"));
+    gen.id = client_id.empty() ? new_request_id(chat ? "chatcmpl-" : "cmpl-") : (chat ? "chatcmpl-" : "cmpl-") + client_id;
     gen.token_bytes = [&codec](int32_t id) { return codec.token_bytes(id); };
     std::vector<GenerationRequest> reqs;
     if (chat) {
       ChatRequest r = parse_chat_request(body);
       check_model(r.model);
       gen.tools = parse_tool_use(body, config_.tool_call_format);
+      // A forced call (tool_choice "required" or a named function) holds the output
+      // to its JSON schema, so the calls always parse.
+      if (std::optional<Json> schema = tool_output_schema(gen.tools)) {
+        if (r.sampling.structured)
+          throw ApiError(400, "'" + r.sampling.structured_param + "' cannot be combined with a forced 'tool_choice'",
+                         r.sampling.structured_param);
+        r.sampling.structured = structured::GrammarSpec::json_schema(schema->dump());
+        r.sampling.structured_param = "tool_choice";
+      }
       std::string prompt;
       try {
         prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
@@ -322,6 +372,7 @@ class Server {
       if (!r.sampling.ignore_eos)
         for (const auto& s : chat_.default_stop()) r.sampling.stop.push_back(s);
       reqs = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs ? r.top_logprobs : -1);
+      attach_grammar(r.sampling, reqs);
       gen.prompt_lens.push_back(len);
       gen.n = r.sampling.n;
       gen.stream = r.stream;
@@ -334,6 +385,7 @@ class Server {
         std::vector<int32_t> tokens = p.is_text ? codec.encode(p.text) : p.tokens;
         int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens) : 16;  // OpenAI's default
         auto more = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs);
+        attach_grammar(r.sampling, more);
         for (auto& g : more) reqs.push_back(std::move(g));
         gen.prompt_lens.push_back(static_cast<int64_t>(tokens.size()));
       }
@@ -520,8 +572,10 @@ class Server {
     return true;
   }
 
-  Engine& engine_;
+  EngineClient& engine_;
   const ChatFormatter& chat_;
+  std::once_flag compiler_once_;
+  std::unique_ptr<structured::GrammarCompiler> compiler_;
   ServeMetrics& metrics_;
   ApiServerConfig config_;
   int64_t started_;
@@ -535,10 +589,10 @@ class Server {
 
 struct ApiServer::Impl {
   Server server;
-  Impl(Engine& e, const ChatFormatter& c, ServeMetrics& m, ApiServerConfig cfg) : server(e, c, m, std::move(cfg)) {}
+  Impl(EngineClient& e, const ChatFormatter& c, ServeMetrics& m, ApiServerConfig cfg) : server(e, c, m, std::move(cfg)) {}
 };
 
-ApiServer::ApiServer(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
+ApiServer::ApiServer(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
     : impl_(std::make_unique<Impl>(engine, chat, metrics, std::move(config))) {}
 ApiServer::~ApiServer() { stop(); }
 int ApiServer::bind() { return impl_->server.bind(); }

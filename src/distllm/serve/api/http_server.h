@@ -45,7 +45,7 @@ struct ApiServerConfig {
 
 class ApiServer {
  public:
-  ApiServer(Engine& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config);
+  ApiServer(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config);
   ~ApiServer();
 
   // Binds the listening socket and returns the port. Throws distllm::Error.

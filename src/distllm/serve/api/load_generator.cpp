@@ -131,6 +131,11 @@ std::string load_request_body(const LoadConfig& c, const std::string& model, int
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
   if (c.ignore_eos) body["ignore_eos"] = true;
+  if (!c.extra_body_json.empty()) {
+    Json extra = Json::parse(c.extra_body_json, nullptr, /*allow_exceptions=*/false);
+    DL_CHECK(extra.is_object(), "--extra-body must be a JSON object, got: %s", c.extra_body_json.c_str());
+    for (auto& [k, v] : extra.items()) body[k] = v;
+  }
   return body.dump();
 }
 

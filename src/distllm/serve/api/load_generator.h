@@ -40,6 +40,8 @@ struct LoadConfig {
   uint64_t seed = 0;
   bool ignore_eos = true;
   double temperature = 0.0;
+  // Fields merged into every request body (e.g. {"guided_json": {...}}); an object.
+  std::string extra_body_json;
   double timeout_seconds = 600.0;
 };
 

@@ -1,6 +1,7 @@
 #include "distllm/serve/api/openai_protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -135,6 +136,63 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
   return out;
 }
 
+// response_format and vLLM's guided_* fields: at most one, turned into a grammar spec
+// (compiled later against the tokenizer's vocabulary).
+void parse_structured(const Json& body, SamplingFields& s) {
+  auto set = [&](const char* param, structured::GrammarSpec spec) {
+    if (s.structured)
+      bad(param, strprintf("'%s' cannot be combined with '%s': give one structured-output constraint", param,
+                           s.structured_param.c_str()));
+    s.structured = std::move(spec);
+    s.structured_param = param;
+  };
+  if (const Json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const Json* type = field(*rf, "type");
+    if (!type || !type->is_string())
+      bad("response_format", "'response_format.type' must be one of 'text', 'json_object', 'json_schema'");
+    std::string t = type->get<std::string>();
+    if (t == "json_object") {
+      set("response_format", structured::GrammarSpec::json_object());
+    } else if (t == "json_schema") {
+      const Json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object()) bad("response_format", "'response_format.json_schema' must be an object");
+      const Json* name = field(*js, "name");
+      if (name && !name->is_string()) bad("response_format", "'response_format.json_schema.name' must be a string");
+      const Json* strict = field(*js, "strict");
+      if (strict && !strict->is_boolean()) bad("response_format", "'response_format.json_schema.strict' must be a boolean");
+      const Json* schema = field(*js, "schema");
+      if (!schema) bad("response_format", "'response_format.json_schema.schema' is required");
+      // The ordered dump keeps the schema's property order, which the grammar follows.
+      set("response_format", structured::GrammarSpec::json_schema(schema->dump()));
+    } else if (t != "text") {
+      bad("response_format", "'response_format.type' must be one of 'text', 'json_object', 'json_schema', got '" + t + "'");
+    }
+  }
+  if (const Json* v = field(body, "guided_json")) {
+    if (v->is_string()) set("guided_json", structured::GrammarSpec::json_schema(v->get<std::string>()));
+    else if (v->is_object() || v->is_boolean()) set("guided_json", structured::GrammarSpec::json_schema(v->dump()));
+    else wrong_type("guided_json", "a JSON Schema (object or string)", *v);
+  }
+  if (const Json* v = field(body, "guided_regex")) {
+    if (!v->is_string()) wrong_type("guided_regex", "a string", *v);
+    set("guided_regex", structured::GrammarSpec::regex(v->get<std::string>()));
+  }
+  if (const Json* v = field(body, "guided_choice")) {
+    if (!v->is_array() || v->empty()) bad("guided_choice", "'guided_choice' must be a non-empty array of strings");
+    std::vector<std::string> choices;
+    for (const auto& c : *v) {
+      if (!c.is_string()) bad("guided_choice", "'guided_choice' must be a non-empty array of strings");
+      choices.push_back(c.get<std::string>());
+    }
+    set("guided_choice", structured::GrammarSpec::choice(choices));
+  }
+  if (const Json* v = field(body, "guided_grammar")) {
+    if (!v->is_string()) wrong_type("guided_grammar", "a string (GBNF)", *v);
+    set("guided_grammar", structured::GrammarSpec::gbnf(v->get<std::string>()));
+  }
+}
+
 SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
   SamplingFields s;
   s.max_tokens = get_int(body, max_tokens_key, 1, INT32_MAX);
@@ -184,6 +242,7 @@ SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
     }
   }
   if (auto b = get_bool(body, "include_stop_str_in_output")) s.include_stop_str_in_output = *b;
+  parse_structured(body, s);
   return s;
 }
 
@@ -427,6 +486,13 @@ std::string new_request_id(const char* prefix) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   return strprintf("%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
                    static_cast<unsigned long long>(rng() & 0xffffffffull));
+}
+
+std::string client_request_id(const std::string& v) {
+  if (v.empty() || v.size() > 128) return "";
+  for (char c : v)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-')) return "";
+  return v;
 }
 
 int64_t unix_time() {

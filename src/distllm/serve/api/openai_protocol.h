@@ -18,6 +18,7 @@
 
 #include "distllm/serve/engine.h"
 #include "distllm/serve/sampler.h"
+#include "distllm/serve/structured/compiler.h"
 
 namespace distllm::serve::api {
 
@@ -62,6 +63,11 @@ struct SamplingFields {
   std::vector<std::pair<int32_t, float>> logit_bias;  // sorted by token id
   int min_tokens = 0;
   bool include_stop_str_in_output = false;
+  // Structured output: response_format (json_object / json_schema) or one of vLLM's
+  // guided_json, guided_regex, guided_choice, guided_grammar. `structured_param` is
+  // the field it came from (named in a 400 when the grammar does not compile).
+  std::optional<structured::GrammarSpec> structured;
+  std::string structured_param;
 };
 
 struct PromptInput {
@@ -123,6 +129,10 @@ Json completion_logprobs(const std::vector<TokenLogprob>& lps, const std::functi
 Json chat_logprobs(const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& token_bytes);
 
 std::string new_request_id(const char* prefix);
+// The request id a client (or a router in front) sent in X-Request-Id, when it is
+// 1 to 128 characters of [A-Za-z0-9._:-]; empty otherwise. Responses then use it
+// (prefix + id) so logs on every hop name the same request.
+std::string client_request_id(const std::string& header_value);
 int64_t unix_time();
 
 }  // namespace distllm::serve::api
