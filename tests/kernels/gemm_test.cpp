@@ -3,12 +3,14 @@
 //
 // Tolerance: both sides sum K products in different orders, so each element may
 // differ by a few fp32 roundings of the sum of |products|. Elementwise we require
-//   |ours - ref| <= 1e-5 * sqrt(K) * (|alpha| * Σ_k |a_ik b_kj| + |beta c_ij|) + 1e-30.
-// Measured maxima of |diff| / (Σ|a b|) on this machine are ~1e-7..4e-7 for K <= 700,
-// i.e. 5-50x below the bound.
+//   |ours - ref| <= 1e-6 * sqrt(K) * (|alpha| * sum_k |a_ik b_kj| + |beta c_ij|) + 1e-30.
+// Measured on the Sapphire Rapids VM (all ISA paths): the largest |ours - ref| is
+// 0.12 of this bound (1.2e-7 * sqrt(K) * sum|a b|), in the random odd shapes; 0.05
+// of it in the fixed shapes up to 300 x 500 x 700.
 #include <cblas.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -68,7 +70,7 @@ double check_case(const Case& c, uint64_t seed) {
         EXPECT_EQ(ours[idx], 7.0f) << "padding written at " << i << "," << j << " " << describe(c);
         continue;
       }
-      double bound = 1e-5 * std::sqrt(static_cast<double>(c.K)) *
+      double bound = 1e-6 * std::sqrt(static_cast<double>(c.K)) *
                          (std::fabs(c.alpha) * mag[idx] + std::fabs(c.beta * C0[idx])) +
                      1e-30;
       double err = std::fabs(static_cast<double>(ours[idx]) - ref[idx]);
@@ -99,12 +101,14 @@ TEST(Gemm, TinyAndFixedShapesEveryOpEveryIsa) {
   IsaCapReset reset;
   const int64_t shapes[][3] = {{1, 1, 1},   {1, 1, 7},    {1, 37, 5},  {13, 1, 9},  {2, 3, 1},
                                {14, 32, 1}, {15, 33, 17}, {6, 16, 300}, {28, 64, 257}, {300, 500, 700}};
+  double worst = 0;
   for (Isa isa : isas()) {
     set_isa_cap(isa);
     for (Trans ta : kOps)
       for (Trans tb : kOps)
-        for (auto& s : shapes) check_case({ta, tb, s[0], s[1], s[2]}, 11);
+        for (auto& s : shapes) worst = std::max(worst, check_case({ta, tb, s[0], s[1], s[2]}, 11));
   }
+  RecordProperty("worst_error_over_bound", std::to_string(worst));
 }
 
 TEST(Gemm, RandomOddShapesLeadingDimsAlphaBeta) {
