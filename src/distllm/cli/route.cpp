@@ -1,0 +1,64 @@
+// `distllm route`: the OpenAI-compatible gateway in front of serving replicas
+// (router/proxy.h).
+//
+//   distllm route --replica http://127.0.0.1:8001 --replica http://127.0.0.1:8002
+//                 --policy cache_aware --port 8000
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "distllm/base/error.h"
+#include "distllm/base/log.h"
+#include "distllm/cli/command.h"
+#include "distllm/router/proxy.h"
+
+namespace distllm {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }  // only a flag: a watcher thread stops the router
+
+int run_route(Args& args) {
+  router::RouterConfig c;
+  c.replicas = args.get_list("replica", "a replica's base URL, http://host:port (repeatable)");
+  c.policy = args.get_string("policy", "least_outstanding",
+                             "round_robin | least_outstanding | power_of_two | consistent_hash | cache_aware");
+  c.host = args.get_string("host", "127.0.0.1", "address to bind");
+  c.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
+  c.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* (independent of the replicas')");
+  c.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes"));
+  c.max_attempts = static_cast<int>(args.get_int("max-attempts", 3, "replicas tried per request"));
+  c.threads = static_cast<int>(args.get_int("threads", 64, "concurrent client connections"));
+  c.replica.health_interval_s = args.get_double("health-interval", 1.0, "seconds between active /health checks");
+  c.replica.failure_threshold = static_cast<int>(args.get_int("failure-threshold", 3, "consecutive failures that open a replica's breaker"));
+  c.replica.open_seconds = args.get_double("breaker-open", 5.0, "seconds an open breaker waits before a half-open probe");
+  if (args.help_or_finish()) return 0;
+  DL_CHECK(!c.replicas.empty(), "give at least one --replica URL");
+  DL_CHECK(c.port >= 0 && c.port <= 65535, "--port must be in [0, 65535], got %d", c.port);
+  router::Router r(c);
+  const int port = r.bind();
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  LOG_INFO("route: %zu replicas, policy %s", c.replicas.size(), c.policy.c_str());
+  std::printf("listening on http://%s:%d\n", c.host.c_str(), port);
+  std::fflush(stdout);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load() && !g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r.stop();
+  });
+  r.serve();
+  done.store(true);
+  watcher.join();
+  LOG_INFO("route: stopped");
+  return 0;
+}
+
+DISTLLM_REGISTER_COMMAND("route", "OpenAI-compatible gateway across serving replicas (policies, health, retries)", run_route);
+
+}  // namespace
+}  // namespace distllm

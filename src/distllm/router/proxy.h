@@ -1,0 +1,56 @@
+// `distllm route`: an OpenAI-compatible proxy in front of N serving replicas (ours,
+// or any OpenAI-compatible server: llama.cpp's, vLLM).
+//
+// POST /v1/completions and /v1/chat/completions go to the replica the policy picks
+// among those that may take traffic (replica_set.h). A connect failure or a 5xx
+// before any byte reached the client is retried on another replica (up to
+// max_attempts in all); once a stream has started it is passed through chunk by
+// chunk, and a client that disconnects closes the upstream connection, which
+// cancels the request on the replica. GET /v1/models lists the union of the ready
+// replicas' models; /health is 200 while any replica can take traffic; /metrics
+// has the router's own counters and per-replica state. An API key on the router
+// guards /v1/* independently of the replicas'.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distllm/router/replica_set.h"
+
+namespace distllm::router {
+
+struct RouterConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port
+  std::vector<std::string> replicas;
+  std::string policy = "least_outstanding";
+  std::string api_key;                 // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  size_t max_body_bytes = 2u << 20;    // larger bodies get 413 and are never forwarded
+  int max_attempts = 3;                // replicas tried per request
+  double upstream_timeout_s = 600;     // per forwarded request
+  int threads = 64;                    // concurrent client connections served
+  ReplicaOptions replica;
+};
+
+class Router {
+ public:
+  explicit Router(RouterConfig config);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // Binds the listening socket and returns its port. Throws distllm::Error.
+  int bind();
+  // Starts health checks and serves until stop().
+  void serve();
+  void stop();
+  ReplicaSet& replicas();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distllm::router

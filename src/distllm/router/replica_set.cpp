@@ -1,0 +1,188 @@
+#include "distllm/router/replica_set.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <regex>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
+
+namespace distllm::router {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// `distllm:num_requests_waiting{...} 3` (vLLM's gauge name) from Prometheus text.
+int64_t scrape_waiting(const std::string& metrics) {
+  static const std::regex re(R"((?:^|\n)\S*num_requests_waiting(?:\{[^}]*\})? ([0-9.eE+]+))");
+  std::smatch m;
+  if (!std::regex_search(metrics, m, re)) return 0;
+  return static_cast<int64_t>(std::stod(m[1].str()));
+}
+
+}  // namespace
+
+const char* breaker_name(BreakerState s) {
+  switch (s) {
+    case BreakerState::kClosed: return "closed";
+    case BreakerState::kOpen: return "open";
+    case BreakerState::kHalfOpen: return "half_open";
+  }
+  return "?";
+}
+
+ReplicaSet::ReplicaSet(std::vector<std::string> urls, ReplicaOptions options) : options_(options) {
+  DL_CHECK(!urls.empty(), "the router needs at least one --replica");
+  DL_CHECK(options.failure_threshold >= 1 && options.open_seconds > 0 && options.health_interval_s > 0,
+           "router: failure threshold, open time and health interval must be positive");
+  for (auto& u : urls) {
+    DL_CHECK(u.rfind("http://", 0) == 0 && u.size() > 7, "--replica '%s' must be an http://host:port URL", u.c_str());
+    while (!u.empty() && u.back() == '/') u.pop_back();
+    Replica r;
+    r.url = u;
+    replicas_.push_back(std::move(r));
+  }
+}
+
+ReplicaSet::~ReplicaSet() { stop(); }
+
+void ReplicaSet::start() {
+  check_all();
+  thread_ = std::thread([this] { loop(); });
+}
+
+void ReplicaSet::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ReplicaSet::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::duration<double>(options_.health_interval_s));
+    if (stop_) break;
+    lock.unlock();
+    check_all();
+    lock.lock();
+  }
+}
+
+void ReplicaSet::check_all() {
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    std::string url;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      url = replicas_[i].url;
+    }
+    httplib::Client cli(url);
+    const auto t = std::chrono::duration<double>(options_.health_timeout_s);
+    cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+    auto health = cli.Get("/health");
+    const bool ok = health && health->status == 200;
+    Json models = Json::array();
+    int64_t queued = 0;
+    if (ok) {
+      if (auto m = cli.Get("/v1/models"); m && m->status == 200) {
+        Json j = Json::parse(m->body, nullptr, false);
+        if (j.is_object() && j.contains("data") && j["data"].is_array()) models = j["data"];
+      }
+      if (auto m = cli.Get("/metrics"); m && m->status == 200) queued = scrape_waiting(m->body);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    Replica& r = replicas_[i];
+    r.ready = ok;
+    r.models = std::move(models);
+    r.queued = queued;
+    const double now = now_seconds();
+    if (!ok) {
+      record(r, false, now);
+    } else if (r.breaker == BreakerState::kOpen && now >= r.open_until) {
+      r.breaker = BreakerState::kHalfOpen;  // healthy again: let a probe through
+    }
+  }
+}
+
+void ReplicaSet::record(Replica& r, bool ok, double now) {
+  if (ok) {
+    r.consecutive_failures = 0;
+    if (r.breaker != BreakerState::kClosed) r.breaker = BreakerState::kClosed;
+    return;
+  }
+  ++r.failures;
+  ++r.consecutive_failures;
+  if (r.breaker == BreakerState::kHalfOpen || r.consecutive_failures >= options_.failure_threshold) {
+    r.breaker = BreakerState::kOpen;
+    r.open_until = now + options_.open_seconds;
+  }
+}
+
+std::vector<ReplicaLoad> ReplicaSet::available(const std::vector<int>& exclude) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = now_seconds();
+  std::vector<ReplicaLoad> out;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    Replica& r = replicas_[i];
+    if (std::find(exclude.begin(), exclude.end(), static_cast<int>(i)) != exclude.end()) continue;
+    if (!r.ready || r.draining) continue;
+    if (r.breaker == BreakerState::kOpen) {
+      if (now < r.open_until) continue;
+      r.breaker = BreakerState::kHalfOpen;
+    }
+    if (r.breaker == BreakerState::kHalfOpen && r.probe_in_flight) continue;
+    out.push_back({static_cast<int>(i), r.outstanding, r.queued});
+  }
+  return out;
+}
+
+void ReplicaSet::on_start(int i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = replicas_[static_cast<size_t>(i)];
+  ++r.outstanding;
+  ++r.requests;
+  if (r.breaker == BreakerState::kHalfOpen) r.probe_in_flight = true;
+}
+
+void ReplicaSet::on_finish(int i, bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = replicas_[static_cast<size_t>(i)];
+  --r.outstanding;
+  r.probe_in_flight = false;
+  record(r, ok, now_seconds());
+  if (!ok) r.ready = r.consecutive_failures < options_.failure_threshold && r.ready;
+}
+
+void ReplicaSet::set_draining(int i, bool draining) {
+  std::lock_guard<std::mutex> lock(mu_);
+  replicas_[static_cast<size_t>(i)].draining = draining;
+}
+
+std::vector<ReplicaStatus> ReplicaSet::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ReplicaStatus> out;
+  for (const Replica& r : replicas_)
+    out.push_back({r.url, r.ready, r.draining, r.breaker, r.outstanding, r.requests, r.failures, r.queued, r.models});
+  return out;
+}
+
+Json ReplicaSet::models() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Json out = Json::array();
+  for (const Replica& r : replicas_) {
+    if (!r.ready) continue;
+    for (const auto& m : r.models) {
+      bool seen = false;
+      for (const auto& o : out) seen = seen || (o.contains("id") && m.contains("id") && o["id"] == m["id"]);
+      if (!seen) out.push_back(m);
+    }
+  }
+  return out;
+}
+
+}  // namespace distllm::router

@@ -1,0 +1,97 @@
+// The replicas behind the router: which can take traffic, and how loaded each is.
+//
+// A replica takes traffic when it is ready (its last active /health check passed),
+// its circuit breaker lets requests through, and it is not draining. Breaker: after
+// `failure_threshold` consecutive failures (connect errors or 5xx, seen on real
+// requests or health checks) it opens for `open_seconds`; then it is half-open: one
+// probe request may go, and its success closes the breaker (a failure reopens it).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "distllm/router/policy.h"
+
+namespace distllm::router {
+
+struct ReplicaOptions {
+  double health_interval_s = 1.0;
+  double health_timeout_s = 2.0;
+  int failure_threshold = 3;
+  double open_seconds = 5.0;
+};
+
+enum class BreakerState { kClosed, kOpen, kHalfOpen };
+const char* breaker_name(BreakerState s);  // "closed", "open", "half_open"
+
+struct ReplicaStatus {
+  std::string url;
+  bool ready = false;
+  bool draining = false;
+  BreakerState breaker = BreakerState::kClosed;
+  int64_t outstanding = 0;
+  int64_t requests = 0;  // sent there
+  int64_t failures = 0;  // connect errors and 5xx
+  int64_t queued = 0;    // the replica's waiting requests, from its /metrics
+  nlohmann::ordered_json models;  // its /v1/models "data"
+};
+
+class ReplicaSet {
+ public:
+  // urls: "http://host:port". Throws distllm::Error for a malformed one.
+  ReplicaSet(std::vector<std::string> urls, ReplicaOptions options);
+  ~ReplicaSet();
+  ReplicaSet(const ReplicaSet&) = delete;
+  ReplicaSet& operator=(const ReplicaSet&) = delete;
+
+  // Runs one round of health checks now, then keeps checking in the background.
+  void start();
+  void stop();
+
+  int size() const { return static_cast<int>(replicas_.size()); }
+  const std::string& url(int i) const { return replicas_[static_cast<size_t>(i)].url; }
+
+  // Replicas that may take a request now, with their loads. `exclude`: replicas a
+  // retry must avoid.
+  std::vector<ReplicaLoad> available(const std::vector<int>& exclude = {});
+  // Bookkeeping around one forwarded request.
+  void on_start(int i);
+  void on_finish(int i, bool ok);  // ok = a response that is not a 5xx
+  void set_draining(int i, bool draining);
+  std::vector<ReplicaStatus> status() const;
+  // The union of every ready replica's models (by id).
+  nlohmann::ordered_json models() const;
+
+ private:
+  struct Replica {
+    std::string url;
+    bool ready = false;
+    bool draining = false;
+    BreakerState breaker = BreakerState::kClosed;
+    double open_until = 0;
+    bool probe_in_flight = false;
+    int consecutive_failures = 0;
+    int64_t outstanding = 0, requests = 0, failures = 0, queued = 0;
+    nlohmann::ordered_json models = nlohmann::ordered_json::array();
+  };
+
+  void check_all();
+  void record(Replica& r, bool ok, double now);  // under mu_
+  void loop();
+
+  ReplicaOptions options_;
+  mutable std::mutex mu_;
+  std::vector<Replica> replicas_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace distllm::router
