@@ -1,0 +1,129 @@
+// `distllm bench gemm`: kernels::sgemm (distllm's own GEMM) and OpenBLAS's
+// cblas_sgemm side by side in one run, on a square 2048^3 product and on the
+// products of one gpt2-124M training step (forward, backward-input and
+// backward-weight of every linear layer and the tied output head). Prints the
+// median GFLOP/s of each, their ratio, and the share of the machine's measured FMA
+// peak (the best ISA's vectors on every thread).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "distllm/base/cpu.h"
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/base/rng.h"
+#include "distllm/base/timer.h"
+#include "distllm/cli/command.h"
+#include "distllm/kernels/fma_peak.h"
+#include "distllm/kernels/gemm.h"
+
+namespace distllm {
+namespace {
+
+using kernels::Trans;
+
+struct Shape {
+  std::string name;
+  Trans ta, tb;
+  int64_t M, N, K;
+  float beta;
+  int count = 1;  // times per training step (12 layers)
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run_bench_gemm(Args& args) {
+  int64_t repeat = args.get_int("repeat", 5, "timed runs per product (the median is shown)");
+  int64_t size = args.get_int("size", 2048, "side of the square NN product");
+  int64_t tokens = args.get_int("tokens", 1024, "tokens per step for the training shapes (batch x seq)");
+  bool square_only = args.get_flag("square-only", "only the square product");
+  std::string only = args.get_string("only", "", "run only products whose name contains this text");
+  apply_thread_flag(args);
+  if (args.help_or_finish()) return 0;
+  DL_CHECK(repeat >= 1 && repeat <= 100, "--repeat must be in [1, 100]");
+  DL_CHECK(size >= 1 && tokens >= 1, "--size and --tokens must be positive");
+
+  std::vector<Shape> shapes{{"square " + std::to_string(size) + "^3", Trans::kN, Trans::kN, size, size, size, 0.0f}};
+  if (!square_only) {
+    // gpt2-124M, C = 768: (name, in, out) of each [in, out] Conv1D weight.
+    const struct { const char* name; int64_t in, out; } layers[] = {
+        {"qkv", 768, 2304}, {"attn.proj", 768, 768}, {"mlp.fc", 768, 3072}, {"mlp.proj", 3072, 768}};
+    for (const auto& l : layers) {
+      shapes.push_back({std::string(l.name) + " fwd", Trans::kN, Trans::kN, tokens, l.out, l.in, 0.0f, 12});
+      shapes.push_back({std::string(l.name) + " bwd-in", Trans::kN, Trans::kT, tokens, l.in, l.out, 0.0f, 12});
+      shapes.push_back({std::string(l.name) + " bwd-w", Trans::kT, Trans::kN, l.in, l.out, tokens, 1.0f, 12});
+    }
+    // Tied output head, W = wte [V, C] (out, in).
+    const int64_t V = 50257, C = 768;
+    shapes.push_back({"lm_head fwd", Trans::kN, Trans::kT, tokens, V, C, 0.0f});
+    shapes.push_back({"lm_head bwd-in", Trans::kN, Trans::kN, tokens, C, V, 0.0f});
+    shapes.push_back({"lm_head bwd-w", Trans::kT, Trans::kN, V, C, tokens, 1.0f});
+  }
+
+  const double fma_peak = kernels::measure_fma_peak_gflops(best_isa());
+  const kernels::GemmBlocking blk = kernels::gemm_blocking();
+  std::printf("threads: %d, isa: %s (best %s), micro-kernel %dx%d, KC=%d MC=%d NC=%d\n", num_threads(),
+              isa_name(active_isa()), isa_name(best_isa()), blk.mr, blk.nr, blk.kc, blk.mc, blk.nc);
+  std::printf("FMA peak (%s, %d threads): %.1f GFLOP/s; median of %lld runs\n\n", isa_name(best_isa()),
+              num_threads(), fma_peak, static_cast<long long>(repeat));
+  std::printf("%-16s %2s %6s %6s %6s %12s %12s %7s %8s %8s\n", "product", "op", "M", "N", "K", "ours GF/s",
+              "OpenBLAS", "ratio", "ours%pk", "blas%pk");
+
+  double train_flops = 0, train_ours_s = 0, train_blas_s = 0;
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const Shape& s = shapes[si];
+    if (!only.empty() && s.name.find(only) == std::string::npos) continue;
+    const bool ta = s.ta == Trans::kT, tb = s.tb == Trans::kT;
+    const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
+    CounterRng rng(si + 1);
+    std::vector<float> A(static_cast<size_t>(s.M * s.K)), B(static_cast<size_t>(s.K * s.N)),
+        Cm(static_cast<size_t>(s.M * s.N), 0.0f);
+    for (auto& x : A) x = rng.uniform() - 0.5f;
+    for (auto& x : B) x = rng.uniform() - 0.5f;
+    auto ours = [&] { kernels::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, s.beta, Cm.data(), s.N); };
+    auto blas = [&] {
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, 1.0f,
+                  A.data(), lda, B.data(), ldb, s.beta, Cm.data(), s.N);
+    };
+    std::vector<double> t_ours, t_blas;
+    ours();  // warm-up: pages, thread pools, packing buffers
+    blas();
+    for (int64_t r = 0; r < repeat; ++r) {  // interleaved so drifting load hits both alike
+      Timer t1;
+      ours();
+      t_ours.push_back(t1.seconds());
+      Timer t2;
+      blas();
+      t_blas.push_back(t2.seconds());
+    }
+    const double flops = 2.0 * s.M * s.N * s.K;
+    const double so = median_of(t_ours), sb = median_of(t_blas);
+    const double go = flops / so / 1e9, gb = flops / sb / 1e9;
+    if (si > 0) train_flops += s.count * flops, train_ours_s += s.count * so, train_blas_s += s.count * sb;
+    std::printf("%-16s %s%s %6lld %6lld %6lld %12.1f %12.1f %7.2f %7.1f%% %7.1f%%\n", s.name.c_str(), ta ? "T" : "N",
+                tb ? "T" : "N", static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), go,
+                gb, go / gb, 100.0 * go / fma_peak, 100.0 * gb / fma_peak);
+    std::fflush(stdout);
+  }
+  if (train_flops > 0) {
+    const double go = train_flops / train_ours_s / 1e9, gb = train_flops / train_blas_s / 1e9;
+    std::printf("%-16s %2s %6s %6s %6s %12.1f %12.1f %7.2f %7.1f%% %7.1f%%\n", "training step", "", "", "", "", go, gb,
+                go / gb, 100.0 * go / fma_peak, 100.0 * gb / fma_peak);
+    std::printf("(training step: every product of a gpt2-124M step, 12 layers + head: total FLOPs / total median time)\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+DISTLLM_REGISTER_COMMAND("bench gemm", "distllm's sgemm vs OpenBLAS: GFLOP/s, ratio, % of the FMA peak",
+                         run_bench_gemm);
+
+}  // namespace distllm

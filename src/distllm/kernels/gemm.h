@@ -1,0 +1,53 @@
+// distllm's own single-precision GEMM for training and prefill.
+//
+//   C[M, N] = alpha · op(A) · op(B) + beta · C      (row-major, leading dimensions)
+//
+// op(A) is [M, K]: A itself (Trans::kN, A is M x K, lda >= K) or A^T (Trans::kT, A is
+// K x M, lda >= M); likewise op(B) is [K, N]. beta == 0 never reads C (it may hold
+// NaN); any other beta scales what C holds.
+//
+// Structure (Goto/BLIS): the K dimension is cut into KC-deep slices and C into
+// MC x NC blocks; a KC x NC slice of op(B) is packed into NR-wide column panels and
+// an MC x KC slice of op(A) into MR-tall row panels, so a register-blocked MR x NR
+// micro-kernel streams both from contiguous memory (B's panel stays in L1, A's block
+// in L2). Threads split C into a 2-D grid of tiles (one per thread), each running
+// the blocked loops with its own packing buffers, which live as long as the thread
+// (repeated calls allocate nothing). The micro-kernel is chosen at run time from
+// use_avx512() / use_avx2(); the scalar one is the portable reference.
+#pragma once
+
+#include <cstdint>
+
+namespace distllm::kernels {
+
+enum class Trans { kN, kT };
+
+void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The blocking the active ISA level uses (for benchmarks and docs).
+struct GemmBlocking {
+  int mr, nr, kc, mc, nc;
+  const char* isa;
+};
+GemmBlocking gemm_blocking();
+
+namespace detail {
+// C[0:MR, 0:NR] = alpha · Σ_k a[k·MR + i] · b[k·NR + j] + beta · C (beta == 0: C not read).
+// a and b are packed panels, 64-byte aligned.
+using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha,
+                                 float beta);
+namespace avx2 {
+constexpr int kMR = 6, kNR = 16;
+void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
+}  // namespace avx2
+namespace avx512 {
+constexpr int kMR = 12, kNR = 32;
+void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
+// Vectorised packing (same layout as the generic packing in gemm.cpp).
+void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t k0, int64_t kc);
+void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc);
+}  // namespace avx512
+}  // namespace detail
+
+}  // namespace distllm::kernels
