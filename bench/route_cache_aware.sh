@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Cache-aware routing against round robin through `distllm route`, on a multi-tenant
 # workload: 8 system prompts of ~950 tokens, each request one of them plus its own
-# ~50 tokens, 16 generated tokens; 2 replicas of one thread each.
+# ~50 tokens, 16 generated tokens; 2 replicas of one thread each, each with a KV
+# cache of KV_GIB (default 0.09 GiB: ~5,000 tokens of gpt2-tiny, about 5 of the 8
+# system prompts), so that a replica's prefix cache holds only part of the tenants,
+# the situation cache-aware routing is for.
 # Target (issue 11): cache-aware >= 1.5x output throughput or >= 2x lower mean TTFT.
 #   bash bench/route_cache_aware.sh MODEL_DIR [ROUNDS]
 # Model: build/release/bin/serve_make_tiny_model /tmp/gpt2-tiny --preset gpt2-tiny
@@ -10,13 +13,15 @@ cd "$(dirname "$0")/.."
 DISTLLM=${DISTLLM:-build/release/bin/distllm}
 MODEL=${1:?usage: route_cache_aware.sh MODEL_DIR [ROUNDS]}
 ROUNDS=${2:-3}
+KV_GIB=${KV_GIB:-0.09}
+PROMPTS=${PROMPTS:-128}
 BASE=${BASE_PORT:-8310}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 wait_health() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0; sleep 0.1; done; echo "no health on $1"; exit 1; }
 for i in 1 2; do
-  "$DISTLLM" serve --model "$MODEL" --port $((BASE + i)) --threads 1 > /tmp/route_replica$i.log 2>&1 &
+  "$DISTLLM" serve --model "$MODEL" --port $((BASE + i)) --threads 1 --kv-cache-memory "$KV_GIB" > /tmp/route_replica$i.log 2>&1 &
   pids+=($!)
 done
 for i in 1 2; do wait_health $((BASE + i)); done
@@ -25,7 +30,7 @@ run() {  # POLICY ROUND -> "throughput ttft"
     --policy "$1" --port "$BASE" > /tmp/route_router.log 2>&1 &
   local rp=$!
   wait_health "$BASE"
-  "$DISTLLM" bench serve --port "$BASE" --num-prompts 64 --max-concurrency 8 --input-len 1000 --output-len 16 \
+  "$DISTLLM" bench serve --port "$BASE" --num-prompts "$PROMPTS" --max-concurrency 8 --input-len 1000 --output-len 16 \
     --shared-prefix-fraction 0.95 --prefix-groups 8 --seed "$2" --save-json /tmp/route_bench.json > /dev/null
   kill "$rp"; wait "$rp" 2>/dev/null || true
   /usr/bin/python3 -c "import json; d = json.load(open('/tmp/route_bench.json')); print(d['output_throughput'], d['mean_ttft_ms'])"
