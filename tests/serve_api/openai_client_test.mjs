@@ -57,6 +57,38 @@ await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens:
   assert.match(e.message, /max_tokens/);
   return true;
 });
+// Tool calls: a forced function and "required", plain and streamed (the client's
+// stream helper accumulates the tool_call deltas), arguments that parse.
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'] } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
+];
+const ask = [{ role: 'user', content: 'Weather in Oslo?' }];
+const named = await client.chat.completions.create({
+  model, messages: ask, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  max_tokens: 200, temperature: 1, seed: 3,
+});
+const call = named.choices[0].message.tool_calls[0];
+assert.equal(call.type, 'function');
+assert.equal(call.function.name, 'get_weather');
+assert.equal(typeof JSON.parse(call.function.arguments).city, 'string');
+assert.equal(named.choices[0].finish_reason, 'stop');
+const required = await client.chat.completions.create({ model, messages: ask, tools, tool_choice: 'required', max_tokens: 900, temperature: 1, seed: 4 });
+assert.equal(required.choices[0].finish_reason, 'tool_calls');
+assert.ok(required.choices[0].message.tool_calls.length >= 1);
+for (const c of required.choices[0].message.tool_calls) {
+  assert.ok(['get_weather', 'get_time'].includes(c.function.name));
+  JSON.parse(c.function.arguments);
+}
+const toolStream = client.beta.chat.completions.stream({
+  model, messages: ask, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  max_tokens: 200, temperature: 1, seed: 3, stream: true,
+});
+const streamedCall = (await toolStream.finalChatCompletion()).choices[0].message.tool_calls[0];
+assert.equal(streamedCall.function.name, 'get_weather');
+assert.deepEqual(JSON.parse(streamedCall.function.arguments), JSON.parse(call.function.arguments));
+
 const anonymous = new OpenAI({ baseURL: `${process.env.SERVE_URL}/v1`, apiKey: 'wrong', maxRetries: 0 });
 await assert.rejects(anonymous.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
 console.log('openai client: all checks passed');
