@@ -25,44 +25,16 @@
 #include "distllm/serve/speculative.h"
 #include "distllm/serve/structured/compiler.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "serve/engine_harness.h"
 #include "serve/test_codec.h"
 
 namespace distllm::serve {
 namespace {
 
+using testing::Choice;
+using testing::collect;
+
 using testing::ByteCodec;
-
-struct Choice {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  std::string text;
-  FinishReason finish = FinishReason::kNone;
-};
-
-std::vector<Choice> collect(OutputQueue& q, size_t n, double timeout = 120.0) {
-  std::vector<Choice> out(n);
-  size_t done = 0;
-  Timer t;
-  std::vector<OutputDelta> ds;
-  while (done < n && t.seconds() < timeout) {
-    ds.clear();
-    q.pop_all(ds, 0.1);
-    for (auto& d : ds) {
-      Choice& c = out[static_cast<size_t>(d.index)];
-      EXPECT_EQ(c.finish, FinishReason::kNone) << "delta after finish";
-      c.text += d.text;
-      c.tokens.insert(c.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-      if (d.finish != FinishReason::kNone) {
-        EXPECT_TRUE(d.error.empty()) << d.error;
-        c.finish = d.finish;
-        ++done;
-      }
-    }
-  }
-  EXPECT_EQ(done, n) << "timed out";
-  return out;
-}
 
 std::vector<int32_t> bytes(const std::string& s) { return ByteCodec().encode(s); }
 

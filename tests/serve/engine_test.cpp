@@ -4,55 +4,19 @@
 
 #include "distllm/base/timer.h"
 #include "distllm/serve/engine.h"
+#include "serve/engine_harness.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
 
 namespace distllm::serve {
 namespace {
 
+using testing::Choice;
+using testing::collect;
+
 using testing::ByteCodec;
 using testing::TestRunner;
 using testing::TestRunnerOptions;
-
-struct Choice {
-  std::string text;
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  FinishReason finish = FinishReason::kNone;
-  std::string error;
-  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
-  int deltas = 0;
-};
-
-// Reads a queue until all `n` choices finished.
-std::vector<Choice> collect(OutputQueue& q, size_t n, double timeout = 30.0) {
-  std::vector<Choice> out(n);
-  size_t done = 0;
-  Timer t;
-  std::vector<OutputDelta> ds;
-  while (done < n && t.seconds() < timeout) {
-    ds.clear();
-    q.pop_all(ds, 0.1);
-    for (auto& d : ds) {
-      Choice& c = out[static_cast<size_t>(d.index)];
-      EXPECT_EQ(c.finish, FinishReason::kNone) << "delta after finish";
-      c.deltas++;
-      c.text += d.text;
-      c.tokens.insert(c.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-      if (d.finish != FinishReason::kNone) {
-        c.finish = d.finish;
-        c.error = d.error;
-        c.prompt_tokens = d.prompt_tokens;
-        c.completion_tokens = d.completion_tokens;
-        c.cached_tokens = d.cached_tokens;
-        ++done;
-      }
-    }
-  }
-  EXPECT_EQ(done, n) << "timed out";
-  return out;
-}
 
 std::vector<int32_t> bytes(const std::string& s) { return ByteCodec().encode(s); }
 

@@ -5,26 +5,13 @@
 
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
+#include "serve/engine_harness.h"
 #include "serve/test_codec.h"
 
 namespace distllm::serve {
 namespace {
 
-std::shared_ptr<Transformer> tiny_model(ModelFamily family) {
-  ModelConfig c;
-  c.family = family;
-  c.vocab_size = 300;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = family == ModelFamily::kLlama ? 2 : 4;
-  c.n_embd = 32;
-  c.max_position = 128;
-  c.tie_embeddings = family == ModelFamily::kGpt2;
-  c.normalize();
-  auto m = std::make_shared<Transformer>(c);
-  m->init_weights(11);
-  return m;
-}
+using testing::tiny_model;
 
 // One sequence, contiguous blocks, prefill then greedy decode.
 std::vector<int32_t> direct_greedy(const std::shared_ptr<Transformer>& model, std::vector<int32_t> tokens, int n) {

@@ -12,11 +12,17 @@
 #include "distllm/serve/inference_runner.h"
 #include "distllm/serve/ngram_proposer.h"
 #include "distllm/serve/speculative.h"
+#include "serve/engine_harness.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
 
 namespace distllm::serve {
 namespace {
+
+using testing::tiny_model;
+
+using testing::Choice;
+using testing::collect;
 
 using testing::ByteCodec;
 using testing::TestRunner;
@@ -167,41 +173,6 @@ TEST(Speculative, ConfigIsValidated) {
 }
 
 // ----------------------------------------------------------------- engine
-
-struct Choice {
-  std::string text;
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  FinishReason finish = FinishReason::kNone;
-  int completion_tokens = 0, cached_tokens = 0;
-};
-
-std::vector<Choice> collect(OutputQueue& q, size_t n, double timeout = 60.0) {
-  std::vector<Choice> out(n);
-  size_t done = 0;
-  Timer t;
-  std::vector<OutputDelta> ds;
-  while (done < n && t.seconds() < timeout) {
-    ds.clear();
-    q.pop_all(ds, 0.1);
-    for (auto& d : ds) {
-      Choice& c = out[static_cast<size_t>(d.index)];
-      EXPECT_EQ(c.finish, FinishReason::kNone) << "delta after finish";
-      c.text += d.text;
-      c.tokens.insert(c.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-      if (d.finish != FinishReason::kNone) {
-        EXPECT_TRUE(d.error.empty()) << d.error;
-        c.finish = d.finish;
-        c.completion_tokens = d.completion_tokens;
-        c.cached_tokens = d.cached_tokens;
-        ++done;
-      }
-    }
-  }
-  EXPECT_EQ(done, n) << "timed out";
-  return out;
-}
 
 std::vector<int32_t> bytes(const std::string& s) { return ByteCodec().encode(s); }
 
@@ -494,22 +465,6 @@ TEST(SpeculativeEngine, PrefixCacheHoldsOnlyAcceptedTokens) {
 
 // The real inference model (tiny random weights): batch-invariant logits for any
 // number of rows, so greedy output is identical with speculation.
-std::shared_ptr<Transformer> tiny_model(ModelFamily family) {
-  ModelConfig c;
-  c.family = family;
-  c.vocab_size = 300;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = family == ModelFamily::kLlama ? 2 : 4;
-  c.n_embd = 32;
-  c.max_position = 128;
-  c.tie_embeddings = family == ModelFamily::kGpt2;
-  c.normalize();
-  auto m = std::make_shared<Transformer>(c);
-  m->init_weights(11);
-  return m;
-}
-
 TEST(SpeculativeEngine, RealModelGreedyAndSeededIdentical) {
   for (ModelFamily family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     auto model = tiny_model(family);

@@ -4,8 +4,10 @@
 // turned k-major; element-by-element copies cost as much as 10% of a product).
 // g++ 12's AVX-512 headers build some intrinsics (unpack, shuffle_f32x4) from
 // _mm512_undefined_ps() and then warn about it when inlined: a header bug, not ours.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

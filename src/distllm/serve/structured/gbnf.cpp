@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "distllm/tokenizer/utf8.h"
+
 namespace distllm::structured {
 namespace {
 
@@ -132,24 +134,6 @@ class Parser {
     }
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   Expr parse_alternatives(int depth) {
     if (depth > kMaxNesting) fail(pos_, "groups nested too deeply");
     std::vector<Expr> alts;
@@ -174,7 +158,7 @@ class Parser {
         while (true) {
           if (at_end()) fail(at, "unterminated literal");
           if (s_[pos_] == '"') break;
-          append_utf8(bytes, parse_char());
+          utf8_append(bytes, parse_char());
         }
         ++pos_;
         items.push_back(Expr::literal(std::move(bytes)));
