@@ -62,7 +62,10 @@ await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens:
 const tools = [
   { type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
     parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'] } } },
-  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
+  // Declared, bounded properties: a free-form object would let a random model write
+  // one key for ever.
+  { type: 'function', function: { name: 'get_time',
+    parameters: { type: 'object', properties: { tz: { type: 'string', maxLength: 4 } }, additionalProperties: false } } },
 ];
 const ask = [{ role: 'user', content: 'Weather in Oslo?' }];
 const named = await client.chat.completions.create({
@@ -74,9 +77,12 @@ assert.equal(call.type, 'function');
 assert.equal(call.function.name, 'get_weather');
 assert.equal(typeof JSON.parse(call.function.arguments).city, 'string');
 assert.equal(named.choices[0].finish_reason, 'stop');
-const required = await client.chat.completions.create({ model, messages: ask, tools, tool_choice: 'required', max_tokens: 900, temperature: 1, seed: 4 });
+// One call (parallel_tool_calls: false bounds the array, so a random model ends it).
+const required = await client.chat.completions.create({
+  model, messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 400, temperature: 1, seed: 4,
+});
 assert.equal(required.choices[0].finish_reason, 'tool_calls');
-assert.ok(required.choices[0].message.tool_calls.length >= 1);
+assert.equal(required.choices[0].message.tool_calls.length, 1);
 for (const c of required.choices[0].message.tool_calls) {
   assert.ok(['get_weather', 'get_time'].includes(c.function.name));
   JSON.parse(c.function.arguments);

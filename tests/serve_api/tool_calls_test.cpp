@@ -62,6 +62,11 @@ TEST(ToolCalls, ForcedCallsHaveAJsonSchema) {
   EXPECT_EQ(schema["minItems"], 1);
   ASSERT_EQ(schema["items"]["anyOf"].size(), 2u);
   EXPECT_EQ(schema["items"]["anyOf"][1]["properties"]["name"]["const"], "get_time");
+  EXPECT_FALSE(schema.contains("maxItems"));
+  use = parse_tool_use({{"tools", weather_tools()}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}, ToolCallFormat::kNone);
+  EXPECT_EQ((*tool_output_schema(use))["maxItems"], 1);
+  EXPECT_EQ(extract_tool_calls(use, R"([{"name": "get_time", "parameters": {}}, {"name": "get_time", "parameters": {}}])").calls.size(), 1u);
+  EXPECT_NE(error_of({{"tools", weather_tools()}, {"parallel_tool_calls", "no"}}).find("parallel_tool_calls"), std::string::npos);
   use.mode = ToolChoiceMode::kAuto;
   EXPECT_FALSE(tool_output_schema(use).has_value());
 }

@@ -172,6 +172,10 @@ ToolCallFormat tool_call_format_from_name(const std::string& name) {
 ToolUse parse_tool_use(const Json& body, ToolCallFormat server_format) {
   ToolUse use;
   use.format = server_format;
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    use.parallel = p->get<bool>();
+  }
   auto tools = body.find("tools");
   const bool has_tools = tools != body.end() && !tools->is_null();
   if (has_tools) use.functions = parse_functions(*tools);
@@ -222,10 +226,26 @@ std::optional<Json> tool_output_schema(const ToolUse& use) {
                           {"required", {"name", "parameters"}},
                           {"additionalProperties", false}});
   }
-  return Json{{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
+  Json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
+  if (!use.parallel) schema["maxItems"] = 1;
+  return schema;
 }
 
+namespace {
+
+ToolCallOutput extract_all(const ToolUse& use, const std::string& text);
+
+}  // namespace
+
 ToolCallOutput extract_tool_calls(const ToolUse& use, const std::string& text) {
+  ToolCallOutput out = extract_all(use, text);
+  if (!use.parallel && out.calls.size() > 1) out.calls.resize(1);  // the model may call one function only
+  return out;
+}
+
+namespace {
+
+ToolCallOutput extract_all(const ToolUse& use, const std::string& text) {
   switch (use.mode) {
     case ToolChoiceMode::kNone: return {text, {}};
     case ToolChoiceMode::kNamed: {
@@ -254,6 +274,8 @@ ToolCallOutput extract_tool_calls(const ToolUse& use, const std::string& text) {
   }
   return {text, {}};
 }
+
+}  // namespace
 
 Json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
   Json out = Json::array();

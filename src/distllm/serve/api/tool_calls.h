@@ -47,6 +47,7 @@ struct ToolUse {
   ToolChoiceMode mode = ToolChoiceMode::kNone;
   std::string named;  // with kNamed
   ToolCallFormat format = ToolCallFormat::kNone;
+  bool parallel = true;  // OpenAI's parallel_tool_calls: false means at most one call
 
   bool active() const { return mode != ToolChoiceMode::kNone; }
   bool forced() const { return mode == ToolChoiceMode::kRequired || mode == ToolChoiceMode::kNamed; }
