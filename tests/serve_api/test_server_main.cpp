@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     else if (a == "--eos-permille") ropt.eos_permille = std::atoi(next().c_str());
     else if (a == "--max-context") ropt.max_context = std::atoi(next().c_str());
     else if (a == "--api-key") scfg.api_key = next();
+    else if (a == "--model-name") scfg.model_name = next();
     else if (a == "--max-body-bytes") scfg.max_body_bytes = static_cast<size_t>(std::atoll(next().c_str()));
     else if (a == "--no-prefix-cache") cfg.enable_prefix_cache = false;
     else if (a == "--model-dir") model_dir = next();

@@ -71,4 +71,15 @@ int64_t parse_size(std::string_view text, std::string_view what) {
   return value * mult;
 }
 
+std::string escape_prometheus_label(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace distllm

@@ -14,6 +14,9 @@ std::vector<std::string> split(std::string_view s, char sep);
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);
 
+// A Prometheus label value with \\, \" and newlines escaped (the text format's rules).
+std::string escape_prometheus_label(std::string_view value);
+
 // "1.5 GiB", "12.0 MiB", "512 B"
 std::string human_bytes(double bytes);
 

@@ -19,6 +19,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
+#include "distllm/base/subprocess.h"
 #include "distllm/launch/heartbeat_monitor.h"
 
 namespace distllm::launch {
@@ -114,29 +115,6 @@ std::string failure_reason(const std::string& dir, int status, int ranks) {
     break;
   }
   return why;
-}
-
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path,
-            const std::vector<std::pair<std::string, std::string>>& env) {
-  pid_t pid = ::fork();
-  DL_CHECK(pid >= 0, "launch: fork failed: %s", std::strerror(errno));
-  if (pid == 0) {
-    ::setpgid(0, 0);  // one process group: the whole job is signalled at once
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "launch: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
-  return pid;
 }
 
 // Every process below `root` (from /proc). mpirun may put ranks in process groups
@@ -288,10 +266,12 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     std::vector<std::string> argv = attempt_argv(o, attempt);
     echo(strprintf("launch: attempt %d: %d rank%s, logs in %s", attempt, o.ranks, o.ranks == 1 ? "" : "s",
                    dir.c_str()));
-    pid_t pid = spawn(argv, dir + "/launcher.log",
-                      {{"DISTLLM_HEARTBEAT_DIR", monitor.dir()},
-                       {"DISTLLM_RESTART_COUNT", std::to_string(attempt)},
-                       {"DISTLLM_ATTEMPT_DIR", dir}});
+    SpawnOptions spawn;
+    spawn.log_path = dir + "/launcher.log";  // one process group: the whole job is signalled at once
+    spawn.env = {{"DISTLLM_HEARTBEAT_DIR", monitor.dir()},
+                 {"DISTLLM_RESTART_COUNT", std::to_string(attempt)},
+                 {"DISTLLM_ATTEMPT_DIR", dir}};
+    const pid_t pid = spawn_process(argv, spawn).pid;
     LogFollower rank0(dir + "/rank_0.log");
     int status = 0;
     std::string hang;

@@ -83,7 +83,7 @@ class ConsistentHash : public RoutingPolicy {
         if (l.index == r) return true;
       return false;
     };
-    auto it = ring_.lower_bound(mix(fnv1a(key.session.data(), key.session.size())));
+    auto it = ring_.lower_bound(key_hash(key.session));
     for (size_t step = 0; step < ring_.size(); ++step, ++it) {
       if (it == ring_.end()) it = ring_.begin();
       if (available(it->second)) return it->second;
@@ -118,7 +118,15 @@ class CacheAware : public RoutingPolicy {
         }
       }
     }
-    if (chosen < 0) chosen = least_loaded(a);
+    // No replica holds any of it: the least loaded, and among those the one that
+    // holds the least (SGLang's choice), so new prefixes spread over the caches.
+    if (chosen < 0) {
+      const int64_t least = lo;
+      for (const ReplicaLoad& r : a) {
+        if (r.outstanding + r.queued != least) continue;
+        if (chosen < 0 || index_.entries(r.index) < index_.entries(chosen)) chosen = r.index;
+      }
+    }
     index_.insert(chosen, key.prompt);
     return chosen;
   }
@@ -137,6 +145,8 @@ class CacheAware : public RoutingPolicy {
 
 }  // namespace
 
+uint64_t key_hash(std::string_view key) { return mix(fnv1a(key.data(), key.size())); }
+
 size_t PrefixIndex::match(int replica, const std::string& prompt) const {
   auto it = replicas_.find(replica);
   if (it == replicas_.end()) return 0;
@@ -148,6 +158,11 @@ size_t PrefixIndex::match(int replica, const std::string& prompt) const {
     matched = end;
   }
   return matched;
+}
+
+size_t PrefixIndex::entries(int replica) const {
+  auto it = replicas_.find(replica);
+  return it == replicas_.end() ? 0 : it->second.last_use.size();
 }
 
 void PrefixIndex::insert(int replica, const std::string& prompt) {

@@ -8,7 +8,9 @@
 //                       least_outstanding)
 //   cache_aware         SGLang's idea: the replica whose earlier prompts share the
 //                       longest prefix with this one (its prefix cache likely holds
-//                       it), unless the load is imbalanced, then the least loaded
+//                       it), unless the load is imbalanced, then the least loaded;
+//                       a prompt no replica holds goes to the least loaded one that
+//                       holds the least
 //
 // A policy sees only the available replicas' loads; the replica set decides
 // availability (health, circuit breaker, drain).
@@ -20,6 +22,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +47,9 @@ class RoutingPolicy {
   virtual const char* name() const = 0;
 };
 
+// A well-spread 64-bit hash of a routing key (session ids, split stickiness).
+uint64_t key_hash(std::string_view key);
+
 // "round_robin", "least_outstanding", "power_of_two", "consistent_hash",
 // "cache_aware"; throws distllm::Error naming the value otherwise.
 std::unique_ptr<RoutingPolicy> make_policy(const std::string& name, int num_replicas);
@@ -58,6 +64,8 @@ class PrefixIndex {
   // Bytes of `prompt` (a multiple of kBlock) the replica has already been sent.
   size_t match(int replica, const std::string& prompt) const;
   void insert(int replica, const std::string& prompt);
+  // Prefix blocks remembered for the replica.
+  size_t entries(int replica) const;
 
  private:
   struct Replica {

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/router/stream_pipe.h"
 
 namespace distllm::router {
 namespace {
@@ -61,7 +64,10 @@ struct Router::Impl {
   RouterConfig config;
   ReplicaSet replicas;
   std::unique_ptr<RoutingPolicy> policy;
+  ModelRoutes routes;
   httplib::Server server;
+  std::mutex model_mu;
+  std::map<std::string, int64_t> model_requests;  // by the model forwarded to
   std::atomic<int64_t> requests{0}, retries{0}, failed{0}, rejected{0};
   std::atomic<int64_t> latency_count{0};
   std::atomic<int64_t> latency_buckets[kNumBuckets + 1] = {};
@@ -70,7 +76,8 @@ struct Router::Impl {
   explicit Impl(RouterConfig c)
       : config(std::move(c)),
         replicas(config.replicas, config.replica),
-        policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))) {
+        policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))),
+        routes(config.splits) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
     server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     server.set_payload_max_length(config.max_body_bytes);
@@ -85,8 +92,18 @@ struct Router::Impl {
     });
     server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
-      res.set_content(Json{{"object", "list"}, {"data", replicas.models()}}.dump(), "application/json");
+      Json data = replicas.models();
+      for (auto& alias : routes.alias_entries()) data.push_back(std::move(alias));
+      res.set_content(Json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     });
+    server.Get("/admin/replicas", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      res.set_content(Json{{"replicas", replicas_json()}}.dump(), "application/json");
+    });
+    for (const bool drain : {true, false}) {
+      server.Post(drain ? "/admin/replicas/drain" : "/admin/replicas/undrain",
+                  [this, drain](const httplib::Request& req, httplib::Response& res) { set_draining(req, res, drain); });
+    }
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       server.Post(path, [this, path](const httplib::Request& req, httplib::Response& res) { proxy(path, req, res); });
     }
@@ -127,32 +144,126 @@ struct Router::Impl {
     if (key.session.empty()) {
       if (auto u = body.find("user"); u != body.end() && u->is_string()) key.session = u->get<std::string>();
     }
+    std::string model;
+    bool rewritten = false;
+    if (auto m = body.find("model"); m != body.end()) {
+      if (!m->is_string()) {
+        rejected.fetch_add(1);
+        send_error(res, 400, "'model' must be a string", "invalid_model");
+        return;
+      }
+      model = routes.resolve(m->get<std::string>(), key.session);
+      if (model != m->get<std::string>()) {
+        *m = model;
+        rewritten = true;
+      }
+    }
+    if (!model.empty() && !replicas.serves(model)) {
+      rejected.fetch_add(1);
+      send_error(res, 404, "the model '" + model + "' does not exist on any ready replica", "model_not_found");
+      return;
+    }
+    count_model(model);
+    const std::string payload = rewritten ? body.dump() : req.body;
     const bool stream = body.value("stream", false);
     std::string request_id = req.get_header_value("X-Request-Id");
     if (request_id.empty()) request_id = new_request_id();
     httplib::Headers headers = {{"X-Request-Id", request_id}};
     res.set_header("X-Request-Id", request_id);
+    Target target{path, payload, headers, key, model};
     if (!stream) {
-      forward(path, req.body, headers, key, res);
+      forward(target, res);
+      return;
+    }
+    // The pump reads upstream on its own thread; this one waits for the status, so
+    // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
+    auto started = std::make_shared<Timer>();
+    auto pipe = std::make_shared<StreamPipe>();
+    auto pump = std::make_shared<std::thread>([this, pipe, target] {
+      forward_stream(target, *pipe);
+      pipe->finish();
+    });
+    const int status = pipe->wait_status();
+    if (status < 200 || status >= 300) {
+      std::string body_text, chunk;
+      while (pipe->pop(chunk)) body_text += chunk;
+      pump->join();
+      res.status = status;
+      res.set_content(body_text, pipe->content_type().empty() ? "application/json" : pipe->content_type());
+      observe(started->seconds());
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    auto started = std::make_shared<Timer>();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, path, payload = req.body, headers, key, started](size_t, httplib::DataSink& sink) {
-          forward_stream(path, payload, headers, key, sink);
-          observe(started->seconds());
+        [pipe](size_t, httplib::DataSink& sink) {
+          std::string chunk;
+          while (pipe->pop(chunk)) {
+            if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) {
+              pipe->cancel();  // the client left: the pump closes the upstream connection
+              return false;
+            }
+          }
           sink.done();
           return true;
+        },
+        [this, pipe, pump, started](bool) {
+          pipe->cancel();  // no-op after a complete stream; stops the pump otherwise
+          pump->join();
+          observe(started->seconds());
         });
   }
 
+  // One request as the replicas see it.
+  struct Target {
+    const char* path;
+    std::string payload;
+    httplib::Headers headers;
+    RouteKey key;
+    std::string model;  // after the split; empty: any replica
+  };
+
+  void count_model(const std::string& model) {
+    std::lock_guard<std::mutex> lock(model_mu);
+    ++model_requests[model];
+  }
+
+  Json replicas_json() {
+    Json out = Json::array();
+    for (const ReplicaStatus& s : replicas.status()) {
+      Json models = Json::array();
+      for (const auto& m : s.models)
+        if (m.is_object() && m.contains("id")) models.push_back(m["id"]);
+      out.push_back({{"url", s.url}, {"ready", s.ready}, {"draining", s.draining}, {"breaker", breaker_name(s.breaker)},
+                     {"outstanding", s.outstanding}, {"requests", s.requests}, {"failures", s.failures},
+                     {"queued", s.queued}, {"models", models}});
+    }
+    return out;
+  }
+
+  void set_draining(const httplib::Request& req, httplib::Response& res, bool drain) {
+    if (!authorized(req, res)) return;
+    Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("replica") || !body["replica"].is_string()) {
+      send_error(res, 400, "the body must be {\"replica\": \"http://host:port\"}", "invalid_request");
+      return;
+    }
+    const std::string url = body["replica"].get<std::string>();
+    const int i = replicas.find(url);
+    if (i < 0) {
+      send_error(res, 404, "no replica '" + url + "' behind this router", "replica_not_found");
+      return;
+    }
+    replicas.set_draining(i, drain);
+    LOG_INFO("route: %s %s", drain ? "draining" : "undrained", replicas.url(i).c_str());
+    res.set_content(Json{{"replicas", replicas_json()}}.dump(), "application/json");
+  }
+
   // Picks a replica no earlier attempt used; -1 when none is left.
-  int choose(const RouteKey& key, const std::vector<int>& tried) {
-    std::vector<ReplicaLoad> a = replicas.available(tried);
+  int choose(const Target& t, const std::vector<int>& tried) {
+    std::vector<ReplicaLoad> a = replicas.available(tried, t.model);
     if (a.empty()) return -1;
-    return policy->pick(key, a);
+    return policy->pick(t.key, a);
   }
 
   httplib::Client client(int replica) {
@@ -164,18 +275,17 @@ struct Router::Impl {
     return cli;
   }
 
-  void forward(const char* path, const std::string& payload, const httplib::Headers& headers, const RouteKey& key,
-               httplib::Response& res) {
-    Timer t;
+  void forward(const Target& t, httplib::Response& res) {
+    Timer timer;
     std::vector<int> tried;
     for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
-      const int r = choose(key, tried);
+      const int r = choose(t, tried);
       if (r < 0) break;
       tried.push_back(r);
       if (attempt > 0) retries.fetch_add(1);
       replicas.on_start(r);
       httplib::Client cli = client(r);
-      httplib::Result up = cli.Post(path, headers, payload, "application/json");
+      httplib::Result up = cli.Post(t.path, t.headers, t.payload, "application/json");
       const bool ok = up && up->status < 500;
       replicas.on_finish(r, ok);
       if (!ok && attempt + 1 < config.max_attempts) {
@@ -188,7 +298,7 @@ struct Router::Impl {
       res.set_content(up->body, up->get_header_value("Content-Type").empty() ? "application/json"
                                                                              : up->get_header_value("Content-Type"));
       if (up->has_header("Retry-After")) res.set_header("Retry-After", up->get_header_value("Retry-After"));
-      observe(t.seconds());
+      observe(timer.seconds());
       if (up->status >= 500) failed.fetch_add(1);
       return;
     }
@@ -196,13 +306,12 @@ struct Router::Impl {
     send_error(res, 503, "no replica could take the request", "no_replica_available");
   }
 
-  // Streams one request through; retries elsewhere while nothing was sent yet.
-  void forward_stream(const char* path, const std::string& payload, const httplib::Headers& headers,
-                      const RouteKey& key, httplib::DataSink& sink) {
+  // Streams one request into `pipe`; retries elsewhere while nothing was committed:
+  // a connect failure or a 5xx head. A 2xx or 4xx head is committed at once.
+  void forward_stream(const Target& t, StreamPipe& pipe) {
     std::vector<int> tried;
-    bool sent = false;
-    for (int attempt = 0; attempt < config.max_attempts && !sent; ++attempt) {
-      const int r = choose(key, tried);
+    for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
+      const int r = choose(t, tried);
       if (r < 0) break;
       tried.push_back(r);
       if (attempt > 0) retries.fetch_add(1);
@@ -210,48 +319,60 @@ struct Router::Impl {
       httplib::Client cli = client(r);
       httplib::Request up;
       up.method = "POST";
-      up.path = path;
-      up.headers = headers;
+      up.path = t.path;
+      up.headers = t.headers;
       up.headers.emplace("Content-Type", "application/json");
-      up.body = payload;
+      up.body = t.payload;
       int status = 0;
-      bool client_gone = false;
-      std::string error_body;
+      size_t pushed = 0;
+      bool committed = false, cancelled = false;
+      std::string error_body, error_type;
       up.response_handler = [&](const httplib::Response& resp) {
         status = resp.status;
+        if (status < 500) {
+          pipe.set_status(status, resp.get_header_value("Content-Type"));
+          committed = true;
+        } else {
+          error_type = resp.get_header_value("Content-Type");
+        }
         return true;
       };
       up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-        if (status >= 500) {  // keep it: retried, or relayed if no attempt is left
+        if (!committed) {  // a 5xx: kept, then retried or relayed
           error_body.append(data, n);
           return true;
         }
-        if (!sink.is_writable() || !sink.write(data, n)) {
-          client_gone = true;  // closing the upstream connection cancels the request there
+        if (!pipe.push(data, n)) {
+          cancelled = true;  // closing the upstream connection cancels the request there
           return false;
         }
-        sent = true;
+        pushed += n;
         return true;
       };
       httplib::Result result = cli.send(up);
-      const bool ok = (result || client_gone) && status > 0 && status < 500;
+      const bool ok = committed && (result || cancelled);
       replicas.on_finish(r, ok);
-      if (client_gone) return;
-      if (ok || sent) return;
+      if (committed && !ok && pushed == 0 && attempt + 1 < config.max_attempts) {
+        LOG_WARN("route: %s broke off before the first byte; retrying elsewhere", replicas.url(r).c_str());
+        continue;  // the client has seen nothing yet: another replica may answer
+      }
+      if (committed) {
+        if (!result && !cancelled) LOG_WARN("route: %s broke off a stream (%s)", replicas.url(r).c_str(),
+                                            httplib::to_string(result.error()).c_str());
+        return;
+      }
       if (attempt + 1 < config.max_attempts) continue;
-      if (!error_body.empty()) {
-        const std::string event = "data: " + error_body + "\n\n";
-        sink.write(event.data(), event.size());
+      if (status >= 500) {
         failed.fetch_add(1);
+        pipe.set_status(status, error_type);
+        pipe.push(error_body.data(), error_body.size());
         return;
       }
     }
-    if (sent) return;
     failed.fetch_add(1);
-    const std::string event =
-        "data: " + error_json("no replica could take the request", "server_error", "no_replica_available").dump() +
-        "\n\ndata: [DONE]\n\n";
-    sink.write(event.data(), event.size());
+    const std::string body = error_json("no replica could take the request", "server_error", "no_replica_available").dump();
+    pipe.set_status(503, "application/json");
+    pipe.push(body.data(), body.size());
   }
 
   std::string metrics_text() {
@@ -274,12 +395,21 @@ struct Router::Impl {
     out += strprintf("distllm_router_request_seconds_bucket{le=\"+Inf\"} %lld\n", static_cast<long long>(cum));
     out += strprintf("distllm_router_request_seconds_sum %.6f\ndistllm_router_request_seconds_count %lld\n",
                      latency_sum.load(), static_cast<long long>(latency_count.load()));
-    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
+    {
+      std::lock_guard<std::mutex> lock(model_mu);
+      out += "# HELP distllm_router_model_requests_total Requests by the model they were sent to (after splits).\n"
+             "# TYPE distllm_router_model_requests_total counter\n";
+      for (const auto& [model, n] : model_requests)
+        out += strprintf("distllm_router_model_requests_total{model=\"%s\"} %lld\n", escape_prometheus_label(model).c_str(),
+                         static_cast<long long>(n));
+    }
+    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
            "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
            "# TYPE distllm_router_replica_breaker gauge\n";
     for (const ReplicaStatus& s : replicas.status()) {
       const char* u = s.url.c_str();
       out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
+      out += strprintf("distllm_router_replica_draining{replica=\"%s\"} %d\n", u, s.draining ? 1 : 0);
       out += strprintf("distllm_router_replica_outstanding{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.outstanding));
       out += strprintf("distllm_router_replica_requests_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.requests));
       out += strprintf("distllm_router_replica_failures_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.failures));

@@ -7,9 +7,17 @@
 // max_attempts in all); once a stream has started it is passed through chunk by
 // chunk, and a client that disconnects closes the upstream connection, which
 // cancels the request on the replica. GET /v1/models lists the union of the ready
-// replicas' models; /health is 200 while any replica can take traffic; /metrics
-// has the router's own counters and per-replica state. An API key on the router
-// guards /v1/* independently of the replicas'.
+// replicas' models and the split aliases; /health is 200 while any replica can take
+// traffic; /metrics has the router's own counters and per-replica state. An API key
+// on the router guards /v1/* and /admin/* independently of the replicas'.
+//
+// A request goes only to replicas that serve its `model` (after an alias's weighted
+// split picked the target, model_routes.h); a model no ready replica serves gets 404.
+//
+// Admin: GET /admin/replicas (state of each), POST /admin/replicas/drain and
+// /admin/replicas/undrain with {"replica": URL}. A draining replica gets no new
+// requests; those in flight finish (its `outstanding` in /admin/replicas falls to
+// 0, then it can be stopped).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "distllm/router/model_routes.h"
 #include "distllm/router/replica_set.h"
 
 namespace distllm::router {
@@ -26,6 +35,7 @@ struct RouterConfig {
   int port = 8000;  // 0: any free port
   std::vector<std::string> replicas;
   std::string policy = "least_outstanding";
+  Splits splits;                       // weighted model aliases (model_routes.h)
   std::string api_key;                 // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 2u << 20;    // larger bodies get 413 and are never forwarded
   int max_attempts = 3;                // replicas tried per request

@@ -123,14 +123,36 @@ void ReplicaSet::record(Replica& r, bool ok, double now) {
   }
 }
 
-std::vector<ReplicaLoad> ReplicaSet::available(const std::vector<int>& exclude) {
+bool ReplicaSet::lists(const Replica& r, const std::string& model) {
+  if (model.empty() || r.models.empty()) return true;
+  for (const auto& m : r.models)
+    if (m.is_object() && m.contains("id") && m["id"] == model) return true;
+  return false;
+}
+
+bool ReplicaSet::serves(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Replica& r : replicas_)
+    if (r.ready && lists(r, model)) return true;
+  return false;
+}
+
+int ReplicaSet::find(const std::string& url) const {
+  std::string u = url;
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (replicas_[i].url == u) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<ReplicaLoad> ReplicaSet::available(const std::vector<int>& exclude, const std::string& model) {
   std::lock_guard<std::mutex> lock(mu_);
   const double now = now_seconds();
   std::vector<ReplicaLoad> out;
   for (size_t i = 0; i < replicas_.size(); ++i) {
     Replica& r = replicas_[i];
     if (std::find(exclude.begin(), exclude.end(), static_cast<int>(i)) != exclude.end()) continue;
-    if (!r.ready || r.draining) continue;
+    if (!r.ready || r.draining || !lists(r, model)) continue;
     if (r.breaker == BreakerState::kOpen) {
       if (now < r.open_until) continue;
       r.breaker = BreakerState::kHalfOpen;

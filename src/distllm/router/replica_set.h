@@ -59,8 +59,13 @@ class ReplicaSet {
   const std::string& url(int i) const { return replicas_[static_cast<size_t>(i)].url; }
 
   // Replicas that may take a request now, with their loads. `exclude`: replicas a
-  // retry must avoid.
-  std::vector<ReplicaLoad> available(const std::vector<int>& exclude = {});
+  // retry must avoid; `model` (when non-empty): only replicas that serve it (a
+  // replica whose /v1/models could not be read is taken to serve any model).
+  std::vector<ReplicaLoad> available(const std::vector<int>& exclude = {}, const std::string& model = {});
+  // Whether any ready replica lists `model` (or lists nothing, see above).
+  bool serves(const std::string& model) const;
+  // The replica with this URL (trailing slashes ignored), or -1.
+  int find(const std::string& url) const;
   // Bookkeeping around one forwarded request.
   void on_start(int i);
   void on_finish(int i, bool ok);  // ok = a response that is not a 5xx
@@ -84,6 +89,7 @@ class ReplicaSet {
 
   void check_all();
   void record(Replica& r, bool ok, double now);  // under mu_
+  static bool lists(const Replica& r, const std::string& model);
   void loop();
 
   ReplicaOptions options_;

@@ -1,5 +1,7 @@
 #include "distllm/serve/metrics.h"
 
+#include "distllm/base/strings.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,17 +34,6 @@ std::string number(double v) {
   return buf;
 }
 
-std::string escape_label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
 void header(std::string& out, const std::string& name, const char* type, const char* help) {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
@@ -72,7 +63,7 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 ServeMetrics::ServeMetrics(std::string model_name)
-    : labels_("model_name=\"" + escape_label(model_name) + "\""),
+    : labels_("model_name=\"" + escape_prometheus_label(model_name) + "\""),
       ttft_(ttft_buckets()),
       itl_(itl_buckets()),
       e2e_(request_buckets()),
