@@ -43,7 +43,8 @@ int run_route(Args& args) {
   const int replica_threads = static_cast<int>(
       args.get_int("replica-threads", 0, "with --launch: threads per replica (0: the cores shared out)"));
   const std::string serve_args = args.get_string(
-      "serve-args", "", "with --launch: more `distllm serve` flags for every replica, space-separated");
+      "serve-args", "", "with --launch: more `distllm serve` flags for every replica, space-separated "
+      "(--serve-args=\"--kv-cache-memory 0.5 ...\")");
   launch.log_dir = args.get_string("log-dir", "route_logs", "with --launch: where replica_<i>.log go");
   c.host = args.get_string("host", "127.0.0.1", "address to bind");
   c.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
