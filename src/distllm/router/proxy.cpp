@@ -81,6 +81,7 @@ struct Router::Impl {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
     server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     server.set_payload_max_length(config.max_body_bytes);
+    server.set_tcp_nodelay(true);  // no Nagle wait between a response's head and body
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const size_t n = replicas.available().size();
       res.status = n > 0 ? 200 : 503;
@@ -268,6 +269,7 @@ struct Router::Impl {
 
   httplib::Client client(int replica) {
     httplib::Client cli(replicas.url(replica));
+    cli.set_tcp_nodelay(true);
     cli.set_connection_timeout(std::chrono::seconds(5));
     const auto t = std::chrono::duration<double>(config.upstream_timeout_s);
     cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));

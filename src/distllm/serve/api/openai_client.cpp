@@ -9,6 +9,7 @@ namespace {
 
 httplib::Client make_client(const std::string& base_url, double timeout) {
   httplib::Client cli(base_url);
+  cli.set_tcp_nodelay(true);
   auto secs = static_cast<time_t>(timeout);
   auto usecs = static_cast<time_t>((timeout - static_cast<double>(secs)) * 1e6);
   cli.set_connection_timeout(10, 0);
