@@ -2,8 +2,10 @@
 // scalar, and bit-exact invariance of a row's result to the batch around it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
@@ -17,16 +19,21 @@ namespace {
 using distllm::testing::random_vector;
 using distllm::testing::rel_error;
 
-TEST(LinearBi, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
+class LinearBiDtype : public ::testing::TestWithParam<DType> {};
+
+// Against a double-precision product with the weights as the kernels see them
+// (f32, or widened from bf16 / int8 with its scale), and bit-exact per row whatever
+// the batch and thread count, for every weight dtype.
+TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   for (int K : {1, 7, 8, 13, 64, 100}) {
     const int N = 23, Mmax = 70;
     auto x = random_vector(Mmax * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
-    PackedLinear packed(w.data(), N, K);
+    PackedLinear packed(w.data(), N, K, GetParam());
     std::vector<float> alone(N);
     linear_bi(alone.data(), N, x.data() + 5 * K, K, packed, b.data(), 1);  // row 5 alone
     for (int n = 0; n < N; ++n) {
       double s = b[n];
-      for (int k = 0; k < K; ++k) s += static_cast<double>(x[5 * K + k]) * w[n * K + k];
+      for (int k = 0; k < K; ++k) s += static_cast<double>(x[5 * K + k]) * packed.at(n, k);
       EXPECT_NEAR(alone[n], s, 1e-4 * (1 + std::fabs(s))) << "K=" << K;
     }
     int saved = num_threads();
@@ -43,13 +50,13 @@ TEST(LinearBi, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   }
 }
 
-TEST(LinearBi, Avx2MatchesScalar) {
+TEST_P(LinearBiDtype, Avx2MatchesScalar) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
   for (int K : {1, 5, 8, 9, 33, 256}) {
     for (int mr = 1; mr <= 3; ++mr) {
       const int N = 11;  // two full groups of 4 and a ragged one
       auto x = random_vector(mr * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
-      PackedLinear packed(w.data(), N, K);
+      PackedLinear packed(w.data(), N, K, GetParam());
       std::vector<float> o1(mr * N), o2(mr * N);
       avx2::linear_bi_tile(o1.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
       scalar::linear_bi_tile(o2.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
@@ -57,6 +64,58 @@ TEST(LinearBi, Avx2MatchesScalar) {
     }
   }
 }
+
+// The AVX-512 tiles hold two rows per register but give the AVX2 tiles' exact bits.
+TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
+  if (best_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU: the AVX-512 path is not run here";
+  for (int K : {1, 5, 8, 9, 33, 100, 256}) {
+    for (int mr = 1; mr <= 3; ++mr) {
+      const int N = 11;
+      auto x = random_vector(mr * K, 8), w = random_vector(N * K, 9), b = random_vector(N, 10);
+      PackedLinear packed(w.data(), N, K, GetParam());
+      std::vector<float> o1(mr * N), o2(mr * N);
+      avx512::linear_bi_tile(o1.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
+      avx2::linear_bi_tile(o2.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
+      EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0) << "K=" << K << " mr=" << mr;
+    }
+  }
+}
+
+// The stored weights are the f32 ones rounded: bf16 to nearest even (relative error
+// at most 2^-9), int8 to within half a step of its block's scale, max |w| / 127.
+TEST_P(LinearBiDtype, PackedWeightsRoundTheOriginals) {
+  const int N = 9, K = 70;
+  auto w = random_vector(N * K, 7);
+  w[3 * K + 40] = 0.0f;
+  const PackedLinear packed(w.data(), N, K, GetParam());
+  const PackedLinear transposed = [&] {
+    std::vector<float> wt(static_cast<size_t>(N) * K);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) wt[static_cast<size_t>(k) * N + n] = w[n * K + k];
+    return PackedLinear::from_transposed(wt.data(), N, K, GetParam());
+  }();
+  for (int n = 0; n < N; ++n) {
+    for (int k = 0; k < K; ++k) {
+      const float v = w[n * K + k], got = packed.at(n, k);
+      ASSERT_EQ(got, transposed.at(n, k));
+      if (GetParam() == DType::kF32) {
+        ASSERT_EQ(got, v);
+      } else if (GetParam() == DType::kBF16) {
+        ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(v)));
+      } else {
+        float amax = 0;
+        for (int j = k / 32 * 32; j < std::min(K, k / 32 * 32 + 32); ++j) amax = std::max(amax, std::fabs(w[n * K + j]));
+        ASSERT_LE(std::fabs(got - v), amax / 127.0f * 0.5f * 1.0001f) << n << "," << k;
+      }
+    }
+  }
+  EXPECT_EQ(packed.at(3, 40), 0.0f);
+  // 3 groups of 4 rows x 9 chunks of 8, padded; int8 adds 3 x 3 blocks x 4 row scales.
+  EXPECT_EQ(packed.bytes(), 12u * 72 * dtype_size(GetParam()) + (GetParam() == DType::kI8 ? 36 * sizeof(float) : 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightDtypes, LinearBiDtype, ::testing::Values(DType::kF32, DType::kBF16, DType::kI8),
+                         [](const auto& info) { return std::string(dtype_short_name(info.param)); });
 
 struct PagedSetup {
   int H = 6, KV = 2, D = 12, bs = 4, blocks = 12;

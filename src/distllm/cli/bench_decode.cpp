@@ -40,6 +40,13 @@ double weight_bytes_per_step(const ModelConfig& cfg) {
   return n * 4;
 }
 
+// Elements of the matrices InferenceModel packs: the four per layer and the head.
+double linear_weights(const ModelConfig& cfg) {
+  const double C = cfg.n_embd;
+  const double per_layer = C * cfg.qkv_dim() + cfg.attn_dim() * C + C * cfg.mlp_in_dim() + cfg.mlp_act_dim() * C;
+  return per_layer * cfg.n_layer + static_cast<double>(cfg.vocab_size) * C;
+}
+
 int run_bench_decode(Args& args) {
   apply_thread_flag(args);
   auto model_dir = args.get_optional("model", "Hugging Face model directory (default: random weights of --preset)");
@@ -50,6 +57,7 @@ int run_bench_decode(Args& args) {
   int block_size = static_cast<int>(args.get_int("block-size", 16, "KV block size"));
   bool breakdown = args.get_flag("breakdown", "print time per region for the last batch size");
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
+  const DType dtype = inference_dtype_flag(args);
   if (args.help_or_finish()) return 0;
 
   std::shared_ptr<Transformer> model;
@@ -61,13 +69,15 @@ int run_bench_decode(Args& args) {
   }
   cfg = model->config();
   DL_CHECK(steps > 0 && rounds > 0, "--steps and --rounds must be positive");
-  InferenceModel engine(model);
-  double wbytes = weight_bytes_per_step(cfg);
+  InferenceModel engine(model, dtype);
+  // The packed linears and head in their dtype, plus the f32 norms and biases.
+  double wbytes = weight_bytes_per_step(cfg) - 4.0 * linear_weights(cfg) + static_cast<double>(engine.packed_weight_bytes());
   // Memory bandwidth on shared machines drifts by tens of percent within minutes, so
   // every round measures it right before its decode steps and the roofline ratio is
   // taken per round (median over rounds).
   std::printf("model:      %s\n", cfg.describe().c_str());
-  std::printf("weights:    %.1f MB read per decode step (every matrix and the head once)\n", wbytes / 1e6);
+  std::printf("weights:    %.1f MB read per decode step (every matrix and the head once, %s)\n", wbytes / 1e6,
+              dtype == DType::kI8 ? "int8" : dtype_short_name(dtype));
   std::printf("threads:    %d; %d rounds x %d steps per batch size, each round after a bandwidth measurement\n",
               num_threads(), rounds, steps);
   std::printf("\n%6s %10s %10s %12s %12s %12s %10s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "read GB/s",

@@ -11,6 +11,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/model_flags.h"
 #include "distllm/io/file_util.h"
 #include "distllm/model/inference.h"
 #include "distllm/serve/detokenizer.h"
@@ -40,6 +41,7 @@ int run_generate(Args& args) {
   bool echo = args.get_flag("echo", "print the prompt before the generated text");
   bool ignore_eos = args.get_flag("ignore-eos", "keep going past the end-of-text token");
   int block_size = static_cast<int>(args.get_int("block-size", 16, "KV cache block size"));
+  const DType dtype = inference_dtype_flag(args);
   if (args.help_or_finish()) return 0;
 
   DL_CHECK(prompt_flag.has_value() != prompt_file.has_value(), "give exactly one of --prompt and --prompt-file");
@@ -70,7 +72,7 @@ int run_generate(Args& args) {
            "prompt (%lld tokens) + max tokens (%lld) exceeds the model's context of %d", (long long)prompt_len,
            (long long)max_tokens, cfg.max_position);
 
-  InferenceModel engine(bundle.model);
+  InferenceModel engine(bundle.model, dtype);
   const int blocks = static_cast<int>((prompt_len + max_tokens + block_size - 1) / block_size);
   PagedKvCache cache(cfg, blocks, block_size);
   std::vector<int32_t> table(blocks);

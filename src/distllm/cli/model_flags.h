@@ -5,11 +5,16 @@
 
 #include "distllm/cli/args.h"
 #include "distllm/model/config.h"
+#include "distllm/tensor/dtype.h"
 
 namespace distllm {
 
 // vocab_hint: used when neither --vocab-size nor the preset decides (e.g. the data's
 // tokenizer vocabulary); 0 keeps the preset's.
 ModelConfig model_config_from_flags(Args& args, const std::string& default_preset, int vocab_hint);
+
+// `--dtype f32|bf16|int8`: how inference stores the linear weights (weight-only;
+// kernels/linear_bi.h). Shared by serve, generate and bench decode.
+DType inference_dtype_flag(Args& args);
 
 }  // namespace distllm

@@ -14,6 +14,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/model_flags.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
 #include "distllm/serve/api/shutdown_signals.h"
@@ -83,6 +84,7 @@ int run_serve(Args& args) {
   ecfg.speculative.ngram.max_n = static_cast<int>(args.get_int("ngram-max", 4, "longest suffix n-gram looked up (tried first)"));
   ecfg.speculative.disable_by_batch_size = static_cast<int>(args.get_int(
       "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
+  const DType weight_dtype = inference_dtype_flag(args);
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
@@ -125,7 +127,8 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
-  auto runner = run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model); });
+  auto runner =
+      run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model, weight_dtype); });
   std::unique_ptr<serve::InferenceRunner> draft_runner;
   if (!draft_dir.empty()) {
     draft_runner = run_on_transient_thread([&] {
@@ -140,7 +143,7 @@ int run_serve(Args& args) {
                "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
                draft.model->config().vocab_size, model->config().vocab_size);
       LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.model->config().describe().c_str());
-      return std::make_unique<serve::InferenceRunner>(draft.model);
+      return std::make_unique<serve::InferenceRunner>(draft.model, weight_dtype);
     });
   }
   const double t_runner = startup.seconds();
@@ -154,7 +157,8 @@ int run_serve(Args& args) {
   engine.start();
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
-  LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
+  LOG_INFO("serve: %s (%s), weights %s, %d threads, chat template: %s", scfg.model_name.c_str(),
+           model->config().describe().c_str(), weight_dtype == DType::kI8 ? "int8" : dtype_short_name(weight_dtype),
            num_threads(), chat.origin().c_str());
   LOG_INFO("serve: ready in %.2f s (weights + tokenizer %.2f, chat template %.2f, inference runner %.2f, KV cache "
            "and engine %.2f, HTTP %.2f)",

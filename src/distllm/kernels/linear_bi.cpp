@@ -1,38 +1,73 @@
 #include "distllm/kernels/linear_bi.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "distllm/base/cpu.h"
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 
 namespace distllm::kernels {
 
-PackedLinear::PackedLinear(const float* weight, int N, int K) : PackedLinear(weight, N, K, K, 1) {}
+PackedLinear::PackedLinear(const float* weight, int N, int K, DType dtype)
+    : PackedLinear(weight, N, K, K, 1, dtype) {}
 
-PackedLinear PackedLinear::from_transposed(const float* weight_kn, int N, int K) {
-  return PackedLinear(weight_kn, N, K, 1, N);
+PackedLinear PackedLinear::from_transposed(const float* weight_kn, int N, int K, DType dtype) {
+  return PackedLinear(weight_kn, N, K, 1, N, dtype);
 }
 
-PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride)
-    : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes) {
+PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype)
+    : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes), dtype_(dtype), elem_bytes_(static_cast<int>(dtype_size(dtype))) {
+  DL_CHECK(supports(dtype), "packed linear weights can be f32, bf16 or i8, not %s", dtype_short_name(dtype));
   const int groups = (N + kRows - 1) / kRows;
-  // Every float is written once below, padding included: no zero-fill pass over a
+  // Every element is written once below, padding included: no zero-fill pass over a
   // buffer that can be hundreds of MB (the LM head) at start-up.
-  data_.resize_uninitialized(static_cast<size_t>(groups) * k_chunks_ * kRows * kLanes);
+  data_.resize_uninitialized(static_cast<size_t>(groups * group_bytes()));
+  if (dtype == DType::kI8) scales_.resize_uninitialized(static_cast<size_t>(groups) * k_blocks() * kRows);
+  auto w = [&](int64_t n, int k) { return n < N && k < K ? weight[n * n_stride + k * k_stride] : 0.0f; };
   parallel_for(0, groups, [&](int64_t g) {
-    float* dst = data_.data() + g * k_chunks_ * kRows * kLanes;
-    for (int c = 0; c < k_chunks_; ++c)
-      for (int j = 0; j < kRows; ++j) {
-        const int64_t n = g * kRows + j;
-        const int k0 = c * kLanes;
-        float* lane = dst + (c * kRows + j) * kLanes;
-        for (int l = 0; l < kLanes; ++l) {
-          const int k = k0 + l;
-          lane[l] = n < N && k < K ? weight[n * n_stride + k * k_stride] : 0.0f;
+    uint8_t* dst = data_.data() + g * group_bytes();
+    if (dtype == DType::kI8) {
+      // Symmetric per (row, 32-wide k-block): scale = max |w| / 127, q = round(w / scale).
+      float* scale = scales_.data() + g * k_blocks() * kRows;
+      for (int b = 0; b < k_blocks(); ++b)
+        for (int j = 0; j < kRows; ++j) {
+          float amax = 0.0f;
+          for (int k = b * kQuantBlock; k < (b + 1) * kQuantBlock; ++k) amax = std::max(amax, std::fabs(w(g * kRows + j, k)));
+          const float s = amax / 127.0f;
+          scale[b * kRows + j] = s;
+          const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+          for (int c = b * 4; c < std::min(k_chunks_, b * 4 + 4); ++c)
+            for (int l = 0; l < kLanes; ++l) {
+              const float q = std::nearbyint(w(g * kRows + j, c * kLanes + l) * inv);
+              reinterpret_cast<int8_t*>(dst)[(c * kRows + j) * kLanes + l] =
+                  static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+            }
         }
-      }
+      return;
+    }
+    for (int c = 0; c < k_chunks_; ++c)
+      for (int j = 0; j < kRows; ++j)
+        for (int l = 0; l < kLanes; ++l) {
+          const float v = w(g * kRows + j, c * kLanes + l);
+          const int64_t i = (c * kRows + j) * kLanes + l;
+          if (dtype == DType::kBF16) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v);
+          else reinterpret_cast<float*>(dst)[i] = v;
+        }
   });
+}
+
+float PackedLinear::at(int n, int k) const {
+  const int g = n / kRows, j = n % kRows, c = k / kLanes;
+  const int64_t i = (static_cast<int64_t>(c) * kRows + j) * kLanes + k % kLanes;
+  const void* p = group_data(g);
+  switch (dtype_) {
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::kI8: return static_cast<float>(static_cast<const int8_t*>(p)[i]) * group_scales(g)[(c / 4) * kRows + j];
+    default: return static_cast<const float*>(p)[i];
+  }
 }
 
 namespace scalar {
@@ -41,16 +76,15 @@ void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const 
                     int mr, int g0, int g1, int /*prefetch_groups*/, int /*prefetch_phase*/,
                     int /*prefetch_period*/) {
   const int K = w.K();
+  std::vector<float> row(static_cast<size_t>(K));
   for (int g = g0; g < g1; ++g) {
-    const float* p = w.group(g);
     for (int j = 0; j < PackedLinear::kRows; ++j) {
       int n = g * PackedLinear::kRows + j;
       if (n >= w.N()) break;
+      for (int k = 0; k < K; ++k) row[static_cast<size_t>(k)] = w.at(n, k);
       for (int r = 0; r < mr; ++r) {
         float s = 0.0f;
-        for (int k = 0; k < K; ++k)
-          s += x[r * ldx + k] * p[((k / PackedLinear::kLanes) * PackedLinear::kRows + j) * PackedLinear::kLanes +
-                                  k % PackedLinear::kLanes];
+        for (int k = 0; k < K; ++k) s += x[r * ldx + k] * row[static_cast<size_t>(k)];
         out[r * ldo + n] = s + (bias ? bias[n] : 0.0f);
       }
     }
@@ -62,7 +96,7 @@ void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const 
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                int64_t M) {
   if (M <= 0 || w.N() <= 0) return;
-  auto tile = use_avx2() ? avx2::linear_bi_tile : scalar::linear_bi_tile;
+  auto tile = use_avx512() ? avx512::linear_bi_tile : use_avx2() ? avx2::linear_bi_tile : scalar::linear_bi_tile;
   // Rows are processed in panels small enough that a panel of x stays in L2 while
   // the weight streams past it once; decode (M <= panel) reads W exactly once.
   const int64_t bytes_per_row = static_cast<int64_t>(w.K()) * 4;
@@ -71,8 +105,7 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   // size so batches re-read it from cache (32 KB measured as good as any size from
   // 16 to 96 KB at batch 16, and better than 1 MB). Decode keeps long runs.
   constexpr int64_t kTaskBytes = 32 * 1024;
-  const int64_t group_bytes = static_cast<int64_t>(w.k_chunks()) * PackedLinear::kRows * PackedLinear::kLanes * 4;
-  const int kGroupsPerTask = M <= 3 ? 8 : static_cast<int>(std::max<int64_t>(1, kTaskBytes / group_bytes));
+  const int kGroupsPerTask = M <= 3 ? 8 : static_cast<int>(std::max<int64_t>(1, kTaskBytes / w.group_bytes()));
   const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
   const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
   for (int64_t m0 = 0; m0 < M; m0 += panel) {

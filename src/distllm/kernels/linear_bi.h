@@ -11,39 +11,64 @@
 // The weight is packed once into groups of 4 output rows whose 8-wide k-chunks are
 // interleaved ([N/4][K/8][4][8], zero-padded), so a tile reads one sequential stream
 // instead of four: decode is bound by how fast weights stream from memory.
+//
+// Weight-only low precision (`--dtype`): the packed weights may be stored as bf16
+// (2 bytes, rounded to nearest even) or int8 (1 byte, symmetric, with one f32 scale
+// per row and 32-wide k-block, as llama.cpp's q8_0). Activations and accumulation
+// stay f32: each weight chunk is widened (and scaled) in registers and then used
+// exactly as an f32 chunk, so every dtype keeps the fixed reduction order above and
+// with it batch invariance. Fewer bytes per weight is what makes decode faster.
 #pragma once
 
 #include <cstdint>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/tensor/dtype.h"
 
 namespace distllm::kernels {
 
 class PackedLinear {
  public:
-  static constexpr int kRows = 4;   // output rows per group
-  static constexpr int kLanes = 8;  // k per chunk
+  static constexpr int kRows = 4;         // output rows per group
+  static constexpr int kLanes = 8;        // k per chunk
+  static constexpr int kQuantBlock = 32;  // int8: k per scale (4 chunks)
+
+  // The weight dtypes a PackedLinear can hold.
+  static bool supports(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kI8; }
 
   PackedLinear() = default;
-  // Packs W [N, K] (row-major).
-  PackedLinear(const float* weight, int N, int K);
+  // Packs W [N, K] (row-major), stored as `dtype` (f32, bf16 or i8).
+  PackedLinear(const float* weight, int N, int K, DType dtype = DType::kF32);
   // Packs W given transposed, as [K, N] (GPT-2's Conv1D layout), without a
   // transposed copy in between.
-  static PackedLinear from_transposed(const float* weight_kn, int N, int K);
+  static PackedLinear from_transposed(const float* weight_kn, int N, int K, DType dtype = DType::kF32);
 
   int N() const { return N_; }
   int K() const { return K_; }
   int k_chunks() const { return k_chunks_; }
-  // The group holding rows [4g, 4g + 4): k_chunks() * 32 floats.
-  const float* group(int g) const { return data_.data() + static_cast<int64_t>(g) * k_chunks_ * kRows * kLanes; }
-  size_t bytes() const { return data_.size() * sizeof(float); }
+  DType dtype() const { return dtype_; }
+  // Bytes of one group (rows [4g, 4g + 4)): k_chunks() * 32 elements.
+  int64_t group_bytes() const { return static_cast<int64_t>(k_chunks_) * kRows * kLanes * elem_bytes_; }
+  // The group's packed elements: floats, bf16 bits or int8, by dtype().
+  const void* group_data(int g) const { return data_.data() + g * group_bytes(); }
+  const float* group(int g) const { return static_cast<const float*>(group_data(g)); }  // f32 only
+  // int8: the group's scales, [k_blocks()][kRows] (block b covers chunks 4b..4b+3).
+  int k_blocks() const { return (k_chunks_ + 3) / 4; }
+  const float* group_scales(int g) const { return scales_.data() + static_cast<int64_t>(g) * k_blocks() * kRows; }
+  // Element (n, k) as the kernels see it (widened, scaled): for tests and the
+  // scalar path.
+  float at(int n, int k) const;
+  size_t bytes() const { return data_.size() + scales_.size() * sizeof(float); }
 
  private:
   // Element (n, k) of W is weight[n * n_stride + k * k_stride].
-  PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride);
+  PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype);
 
   int N_ = 0, K_ = 0, k_chunks_ = 0;
-  AlignedBuffer<float> data_;
+  DType dtype_ = DType::kF32;
+  int elem_bytes_ = 4;
+  AlignedBuffer<uint8_t> data_;
+  AlignedBuffer<float> scales_;  // int8 only
 };
 
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
@@ -63,6 +88,9 @@ namespace scalar {
 DISTLLM_LINEAR_BI_KERNELS
 }
 namespace avx2 {
+DISTLLM_LINEAR_BI_KERNELS
+}
+namespace avx512 {  // bit-identical to avx2 (linear_bi_avx512.cpp)
 DISTLLM_LINEAR_BI_KERNELS
 }
 

@@ -21,14 +21,17 @@ namespace {
 
 }  // namespace
 
-InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
-    : model_(std::move(model)), cfg_(model_->config()) {
+InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype)
+    : model_(std::move(model)), cfg_(model_->config()), weight_dtype_(weight_dtype) {
+  DL_CHECK(PackedLinear::supports(weight_dtype), "--dtype must be f32, bf16 or int8, not %s",
+           dtype_short_name(weight_dtype));
   const ParamLayout& layout = model_->layout();
   float* base = const_cast<float*>(model_->params());  // views only; never written
   const int C = cfg_.n_embd;
   // GPT-2 stores Conv1D weights as [in, out], Llama as [out, in].
   auto pack = [&](const float* w, int in, int out) {
-    return cfg_.is_gpt2() ? PackedLinear::from_transposed(w, out, in) : PackedLinear(w, out, in);
+    return cfg_.is_gpt2() ? PackedLinear::from_transposed(w, out, in, weight_dtype)
+                          : PackedLinear(w, out, in, weight_dtype);
   };
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -47,8 +50,14 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model)
   HeadTensors h = layout.head(base);
   final_norm_w_ = h.norm_w;
   final_norm_b_ = h.norm_b;
-  lm_head_ = PackedLinear(h.lm_head, cfg_.vocab_size, C);  // [V, C] in both families
+  lm_head_ = PackedLinear(h.lm_head, cfg_.vocab_size, C, weight_dtype);  // [V, C] in both families
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
+}
+
+size_t InferenceModel::packed_weight_bytes() const {
+  size_t total = lm_head_.bytes();
+  for (const Layer& L : layers_) total += L.qkv.bytes() + L.attn_out.bytes() + L.mlp_in.bytes() + L.mlp_out.bytes();
+  return total;
 }
 
 void InferenceModel::reserve(int64_t tokens) {

@@ -35,9 +35,15 @@ class InferenceModel {
   // Weights are packed for inference (kernels::PackedLinear): every linear as
   // [out, in] in groups of 4 interleaved rows (GPT-2's Conv1D [in, out] weights are
   // transposed first). Norms, biases and embeddings are read in place.
-  explicit InferenceModel(std::shared_ptr<const Transformer> model);
+  // `weight_dtype` (f32, bf16 or i8) is how the packed linears and the LM head are
+  // stored (weight-only: activations, norms and accumulation stay f32; see
+  // kernels/linear_bi.h). Throws distllm::Error for another dtype.
+  explicit InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32);
 
   const ModelConfig& config() const { return cfg_; }
+  DType weight_dtype() const { return weight_dtype_; }
+  // Bytes of packed weights one decode step streams (every linear and the LM head).
+  size_t packed_weight_bytes() const;
 
   // Runs the batch, writing K/V of every chunk's tokens into the cache and the
   // logits of each chunk's last num_logits positions (chunks in batch order,
@@ -54,6 +60,7 @@ class InferenceModel {
   };
   std::shared_ptr<const Transformer> model_;
   ModelConfig cfg_;
+  DType weight_dtype_ = DType::kF32;
   std::vector<Layer> layers_;
   kernels::PackedLinear lm_head_;
   const float* wte_ = nullptr;

@@ -4,7 +4,8 @@
 
 namespace distllm::serve {
 
-InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model) : model_(std::move(model)) {}
+InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype)
+    : model_(std::move(model), weight_dtype) {}
 
 KvGeometry InferenceRunner::kv_geometry() const {
   const ModelConfig& c = model_.config();

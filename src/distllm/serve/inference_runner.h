@@ -12,7 +12,8 @@ namespace distllm::serve {
 
 class InferenceRunner : public ModelRunner {
  public:
-  explicit InferenceRunner(std::shared_ptr<const Transformer> model);
+  // weight_dtype: how the linears are stored (InferenceModel).
+  explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32);
 
   KvGeometry kv_geometry() const override;
   size_t kv_bytes_per_block(int block_size) const override;
