@@ -5,6 +5,12 @@
 // accumulator for that row, and the final horizontal sum is the AVX2 one: results
 // are bit-identical to the AVX2 path, with half the instructions per weight (what
 // limits bf16 and int8 decode, where widening the weights costs more than the FMA).
+// g++ 12's AVX-512 headers build some intrinsics from _mm512_undefined_ps() and
+// then warn about it when inlined: a header bug, not ours (as in gemm_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "distllm/kernels/linear_bi.h"
