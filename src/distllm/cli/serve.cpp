@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,9 @@
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
 #include "distllm/serve/model_bundle.h"
+#include "distllm/serve/model_reloader.h"
+#include "distllm/serve/model_watch.h"
+#include "distllm/serve/reloadable_engine.h"
 #include "distllm/serve/tokenizer_codec.h"
 
 namespace distllm {
@@ -44,6 +48,10 @@ int fit_connections_to_fd_limit(int wanted) {
   if (fit < wanted) LOG_WARN("serve: --max-connections lowered to %d to fit the open-file limit (%llu)", fit,
                              static_cast<unsigned long long>(rl.rlim_cur));
   return fit;
+}
+
+double unix_time_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int run_serve(Args& args) {
@@ -86,6 +94,8 @@ int run_serve(Args& args) {
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
+  bool watch = args.get_flag("watch", "reload the model when --model DIR holds a new one (docs/serving.md, Hot reload)");
+  double watch_interval = args.get_double("watch-interval", 2, "with --watch: seconds between looks at --model DIR");
   if (args.help_or_finish()) return 0;
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
@@ -97,6 +107,7 @@ int run_serve(Args& args) {
   DL_CHECK(scfg.max_connections >= 1 && scfg.max_connections_per_ip >= 1,
            "--max-connections and --max-connections-per-ip must be at least 1");
   DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
+  DL_CHECK(watch_interval > 0, "--watch-interval must be positive, got %g", watch_interval);
   scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
     DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
@@ -112,6 +123,9 @@ int run_serve(Args& args) {
   // Everything that runs parallel loops before the engine thread takes over does so
   // on a thread that then exits (see run_on_transient_thread).
   Timer startup;
+  // The directory's state before it is read: if it changes during the load, the
+  // watcher sees a difference and loads it again.
+  const std::string loaded_signature = serve::inspect_model_dir(model_dir).signature;
   serve::ModelBundle bundle =
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   const double t_load = startup.seconds();
@@ -125,10 +139,12 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
-  auto runner = run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model); });
-  std::unique_ptr<serve::InferenceRunner> draft_runner;
+  std::shared_ptr<serve::ModelRunner> runner =
+      run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(model); });
+  std::shared_ptr<const Transformer> draft_model;
+  std::shared_ptr<serve::ModelRunner> draft_runner;
   if (!draft_dir.empty()) {
-    draft_runner = run_on_transient_thread([&] {
+    draft_model = run_on_transient_thread([&] {
       serve::ModelBundle draft;
       try {
         draft = serve::load_model_bundle(draft_dir);
@@ -140,18 +156,26 @@ int run_serve(Args& args) {
                "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
                draft.model->config().vocab_size, model->config().vocab_size);
       LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.model->config().describe().c_str());
-      return std::make_unique<serve::InferenceRunner>(draft.model);
+      return std::shared_ptr<const Transformer>(draft.model);
     });
+    draft_runner = run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(draft_model); });
   }
   const double t_runner = startup.seconds();
   serve::ServeMetrics metrics(scfg.model_name);
-  auto engine_ptr =
-      run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics, draft_runner.get()); });
+  // The engine behind the API can swap models (hot reload): POST /admin/reload, and
+  // --watch.
+  serve::ReloadableEngine engine(codec, ecfg, metrics);
+  run_on_transient_thread([&] { engine.install(runner, model, draft_runner); });
+  runner.reset();
+  draft_runner.reset();
+  metrics.record_model_loaded(engine.version(), unix_time_seconds(), startup.seconds(), /*is_reload=*/false);
   const double t_engine = startup.seconds();
-  serve::Engine& engine = *engine_ptr;
+  serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics,
+                                serve::ModelReloaderConfig{model_dir, tokenizer_path, draft_model}, loaded_signature);
+  scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
-  engine.start();
+  if (watch) reloader.start_watching(watch_interval);
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), %d threads, chat template: %s", scfg.model_name.c_str(), model->config().describe().c_str(),
@@ -163,6 +187,7 @@ int run_serve(Args& args) {
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
   server.serve();
+  reloader.stop_watching();
   engine.stop();
   LOG_INFO("serve: stopped");
   return 0;
