@@ -1,6 +1,6 @@
 // Hot reload over real sockets (docs/serving.md "Hot reload"): the server stack of
 // `distllm serve` (ReloadableEngine + ModelReloader + ApiServer) on small random
-// GPT-2 models with a byte-level tokenizer. Under a bounded client load the model
+// Llama models with a byte-level tokenizer. Under a bounded client load the model
 // directory is replaced twice (once found by the watcher, once by POST
 // /admin/reload): no request fails, every answer is exactly one model's, and after
 // each reload the greedy outputs are those of a server started on the new weights.
@@ -49,13 +49,14 @@ const std::vector<std::string> kPrompts = {"Once upon a time", "The quick brown 
 
 std::shared_ptr<Transformer> random_model(uint64_t seed) {
   ModelConfig c;
-  c.family = ModelFamily::kGpt2;
+  c.family = ModelFamily::kLlama;
   c.vocab_size = 256;
   c.n_layer = 2;
   c.n_head = 4;
-  c.n_kv_head = 4;
+  c.n_kv_head = 2;
   c.n_embd = 32;
   c.max_position = 128;
+  c.tie_embeddings = false;  // a tied head mostly repeats the last token: models would agree too often
   c.normalize();
   auto m = std::make_shared<Transformer>(c);
   m->init_weights(seed);
