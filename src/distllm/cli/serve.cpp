@@ -62,7 +62,7 @@ int run_serve(Args& args) {
   scfg.host = args.get_string("host", "127.0.0.1", "address to bind (0.0.0.0 for every interface)");
   scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
   std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
-  scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/*");
+  scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* and /admin/* (without it, both are open)");
   scfg.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes (2M)"));
   scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
   scfg.header_timeout_s = args.get_double("header-timeout", 10, "seconds for a request's head to arrive");
