@@ -172,6 +172,41 @@ TEST_F(ReloadDetector, MissingShardOrMarkedFileIsIncomplete) {
   EXPECT_FALSE(d.poll());
 }
 
+TEST_F(ReloadDetector, CheckpointDirectory) {
+  const std::string ck = (root_ / "ck").string();
+  fs::create_directories(ck);
+  ModelChangeDetector d(ck, inspect_checkpoint_dir(ck).signature, WatchedKind::kCheckpointDir);
+  EXPECT_FALSE(inspect_checkpoint_dir(ck).complete);
+  EXPECT_FALSE(d.poll());
+  // A save in progress is never named by `latest`; `latest` naming a step whose
+  // manifest is missing is not complete either.
+  fs::create_directories(fs::path(ck) / ".partial-step_00000010");
+  write_in_place((fs::path(ck) / "latest").string(), "step_00000010\n");
+  EXPECT_FALSE(inspect_checkpoint_dir(ck).complete);
+  EXPECT_FALSE(d.poll());
+  EXPECT_FALSE(d.poll());
+  // The step renamed into place, then `latest` (already naming it): taken once stable.
+  fs::rename(fs::path(ck) / ".partial-step_00000010", fs::path(ck) / "step_00000010");
+  write_in_place((fs::path(ck) / "step_00000010" / "manifest.json").string(), "{}");
+  ModelDirState st = inspect_checkpoint_dir(ck);
+  ASSERT_TRUE(st.complete) << st.problem;
+  EXPECT_NE(st.signature.find("step_00000010"), std::string::npos);
+  EXPECT_FALSE(d.poll());
+  ASSERT_TRUE(d.poll());
+  d.set_loaded(d.candidate());
+  EXPECT_FALSE(d.poll());
+  // The next step.
+  fs::create_directories(fs::path(ck) / "step_00000020");
+  write_in_place((fs::path(ck) / "step_00000020" / "manifest.json").string(), "{}");
+  EXPECT_FALSE(d.poll()) << "latest still names step 10";
+  write_in_place((fs::path(ck) / "latest").string(), "step_00000020\n");
+  EXPECT_FALSE(d.poll());
+  EXPECT_TRUE(d.poll());
+  // `latest` must name a step inside the directory.
+  write_in_place((fs::path(ck) / "latest").string(), "../elsewhere\n");
+  EXPECT_FALSE(inspect_checkpoint_dir(ck).complete);
+}
+
 TEST_F(ReloadDetector, NotADirectory) {
   ModelDirState st = inspect_model_dir((root_ / "absent").string());
   EXPECT_FALSE(st.complete);

@@ -34,6 +34,7 @@
 #include "distllm/serve/reloadable_engine.h"
 #include "distllm/serve/tokenizer_codec.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "distllm/train/model_conversion.h"
 
 namespace distllm::serve::api {
 namespace {
@@ -104,15 +105,21 @@ struct ReloadServer {
   std::unique_ptr<OpenAIClient> client;
   std::string url;
 
-  ReloadServer(const std::string& model_dir, const std::string& api_key) : dir(model_dir) {
-    signature = inspect_model_dir(dir).signature;
+  // `checkpoint_dir`: reload from its checkpoints (--watch-checkpoints).
+  ReloadServer(const std::string& model_dir, const std::string& api_key, const std::string& checkpoint_dir = "")
+      : dir(model_dir) {
+    signature = checkpoint_dir.empty() ? inspect_model_dir(dir).signature : inspect_checkpoint_dir(checkpoint_dir).signature;
     bundle = run_on_transient_thread([&] { return load_model_bundle(dir); });
     codec = std::make_unique<TokenizerCodec>(*bundle.tokenizer);
     engine = std::make_unique<ReloadableEngine>(*codec, engine_config(), metrics);
     run_on_transient_thread([&] { engine->install(std::make_shared<InferenceRunner>(bundle.model), bundle.model); });
     metrics.record_model_loaded(1, 0.0, 0.0, false);
-    reloader = std::make_unique<ModelReloader>(*engine, codec->tokenizer(), bundle.eos_ids, metrics,
-                                               ModelReloaderConfig{dir, "", nullptr}, signature);
+    ModelReloaderConfig rc;
+    rc.model_dir = dir;
+    rc.checkpoint_dir = checkpoint_dir;
+    if (!checkpoint_dir.empty())
+      rc.load_checkpoint = [](const std::string& ck) -> std::shared_ptr<Transformer> { return load_checkpoint_model(ck); };
+    reloader = std::make_unique<ModelReloader>(*engine, codec->tokenizer(), bundle.eos_ids, metrics, rc, signature);
     ApiServerConfig sc;
     sc.port = 0;
     sc.model_name = "m";
@@ -387,6 +394,31 @@ TEST_F(HotReload, RefusedReloadsKeepTheOldModelServing) {
   while (s.engine->version() < 2 && t.seconds() < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(s.engine->version(), 2);
   EXPECT_EQ(s.greedy(), reference(202));
+}
+
+// --watch-checkpoints: a training checkpoint directory instead of a model directory.
+TEST_F(HotReload, FromCheckpoints) {
+  const std::string model = dir("model"), ck = dir("ck"), b = dir("b");
+  write_model(model, 101, tok_);
+  fs::create_directories(ck);
+  ReloadServer s(model, "", ck);
+  const std::vector<std::string> ref_a = s.greedy();
+  s.reloader->start_watching(0.1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(s.engine->version(), 1) << "no checkpoint yet";
+  write_model(b, 202, tok_);
+  hf_to_checkpoint(b, ck);  // step 0: the step directory, then `latest`
+  Timer t;
+  while (s.engine->version() < 2 && t.seconds() < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(s.engine->version(), 2);
+  const std::vector<std::string> now = s.greedy();
+  EXPECT_EQ(now, reference(202));
+  EXPECT_NE(now, ref_a);
+  // POST /admin/reload reads the newest checkpoint again.
+  HttpResult r = s.client->post("/admin/reload", "");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(s.engine->version(), 3);
+  EXPECT_EQ(s.greedy(), now);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "distllm/serve/model_watch.h"
 #include "distllm/serve/reloadable_engine.h"
 #include "distllm/serve/tokenizer_codec.h"
+#include "distllm/train/model_conversion.h"
 
 namespace distllm {
 namespace {
@@ -96,6 +97,9 @@ int run_serve(Args& args) {
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
   bool watch = args.get_flag("watch", "reload the model when --model DIR holds a new one (docs/serving.md, Hot reload)");
   double watch_interval = args.get_double("watch-interval", 2, "with --watch: seconds between looks at --model DIR");
+  std::string watch_checkpoints = args.get_string(
+      "watch-checkpoints", "",
+      "reload from the newest checkpoint of this training --checkpoint-dir instead of --model DIR (implies --watch)");
   if (args.help_or_finish()) return 0;
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
@@ -108,6 +112,10 @@ int run_serve(Args& args) {
            "--max-connections and --max-connections-per-ip must be at least 1");
   DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
   DL_CHECK(watch_interval > 0, "--watch-interval must be positive, got %g", watch_interval);
+  if (!watch_checkpoints.empty()) {
+    DL_CHECK(fs::is_directory(watch_checkpoints), "--watch-checkpoints %s is not a directory", watch_checkpoints.c_str());
+    watch = true;
+  }
   scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
     DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
@@ -125,7 +133,11 @@ int run_serve(Args& args) {
   Timer startup;
   // The directory's state before it is read: if it changes during the load, the
   // watcher sees a difference and loads it again.
-  const std::string loaded_signature = serve::inspect_model_dir(model_dir).signature;
+  // (With --watch-checkpoints: the checkpoint there now counts as served; the next
+  // one is loaded.)
+  const std::string loaded_signature =
+      watch_checkpoints.empty() ? serve::inspect_model_dir(model_dir).signature
+                                : serve::inspect_checkpoint_dir(watch_checkpoints).signature;
   serve::ModelBundle bundle =
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   const double t_load = startup.seconds();
@@ -170,8 +182,16 @@ int run_serve(Args& args) {
   draft_runner.reset();
   metrics.record_model_loaded(engine.version(), unix_time_seconds(), startup.seconds(), /*is_reload=*/false);
   const double t_engine = startup.seconds();
-  serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics,
-                                serve::ModelReloaderConfig{model_dir, tokenizer_path, draft_model}, loaded_signature);
+  serve::ModelReloaderConfig rcfg{model_dir, tokenizer_path, draft_model, watch_checkpoints, nullptr};
+  if (!watch_checkpoints.empty()) {
+    rcfg.load_checkpoint = [](const std::string& ck) -> std::shared_ptr<Transformer> {
+      std::string step;
+      std::shared_ptr<Transformer> m = load_checkpoint_model(ck, &step);
+      LOG_INFO("serve: read checkpoint %s", step.c_str());
+      return m;
+    };
+  }
+  serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics, rcfg, loaded_signature);
   scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();

@@ -42,7 +42,15 @@ ModelReloader::ModelReloader(ReloadableEngine& engine, const Tokenizer& serving,
       eos_ids_(std::move(eos_ids)),
       metrics_(metrics),
       config_(std::move(config)),
-      detector_(config_.model_dir, std::move(loaded_signature)) {}
+      detector_(source(), std::move(loaded_signature), kind()) {}
+
+const std::string& ModelReloader::source() const {
+  return config_.checkpoint_dir.empty() ? config_.model_dir : config_.checkpoint_dir;
+}
+
+WatchedKind ModelReloader::kind() const {
+  return config_.checkpoint_dir.empty() ? WatchedKind::kModelDir : WatchedKind::kCheckpointDir;
+}
 
 ModelReloader::~ModelReloader() { stop_watching(); }
 
@@ -52,17 +60,29 @@ ReloadOutcome ModelReloader::reload(const std::string& trigger) {
 }
 
 ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
-  const std::string& dir = config_.model_dir;
+  const std::string& dir = source();
   Timer timer;
   ReloadOutcome out;
-  ModelDirState before = inspect_model_dir(dir);
+  ModelDirState before = inspect_watched(dir, kind());
   try {
     if (!before.complete) throw Error("it does not hold a complete model: " + before.problem);
     out.version = run_on_transient_thread([&] {
       ModelBundle b;
-      b = load_model_bundle(dir, config_.tokenizer_path);
-      if (std::string diff = tokenizer_difference(serving_, *b.tokenizer); !diff.empty())
-        throw Refused(diff + "; a reload must keep the serving model's tokenizer", "incompatible_tokenizer");
+      if (kind() == WatchedKind::kCheckpointDir) {
+        DL_CHECK(config_.load_checkpoint != nullptr, "no checkpoint loader");
+        b.model = config_.load_checkpoint(dir);  // the serving tokenizer and stop ids go on
+        if (b.model->config().vocab_size < serving_.vocab_size())
+          throw Refused(strprintf("its vocabulary has %d tokens but the serving tokenizer has %d",
+                                  b.model->config().vocab_size, serving_.vocab_size()),
+                        "incompatible_vocabulary");
+        b.eos_ids = eos_ids_;
+      } else {
+        b = load_model_bundle(dir, config_.tokenizer_path);
+      }
+      if (b.tokenizer) {
+        if (std::string diff = tokenizer_difference(serving_, *b.tokenizer); !diff.empty())
+          throw Refused(diff + "; a reload must keep the serving model's tokenizer", "incompatible_tokenizer");
+      }
       if (b.eos_ids != eos_ids_)
         throw Refused("its end-of-sequence ids are " + ids_text(b.eos_ids) + " but the serving model's are " +
                           ids_text(eos_ids_) + "; a reload must keep them",
@@ -76,7 +96,7 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
       if (config_.draft_model) draft = std::make_shared<InferenceRunner>(config_.draft_model);
       // Whatever changed in the directory while it was read could be a mix of two
       // models: only a state that stayed the same throughout is installed.
-      ModelDirState after = inspect_model_dir(dir);
+      ModelDirState after = inspect_watched(dir, kind());
       if (after.signature != before.signature)
         throw Refused("the model directory changed while it was being loaded; load it again once it is complete",
                       "model_changed");
@@ -117,7 +137,7 @@ void ModelReloader::start_watching(double interval_seconds) {
   DL_CHECK(!watcher_.joinable(), "already watching");
   stop_watch_ = false;
   watcher_ = std::thread([this, interval_seconds] { watch_loop(interval_seconds); });
-  LOG_INFO("serve: watching %s for new models every %g s", config_.model_dir.c_str(), interval_seconds);
+  LOG_INFO("serve: watching %s for new models every %g s", source().c_str(), interval_seconds);
 }
 
 void ModelReloader::stop_watching() {

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,31 +33,39 @@ struct ModelReloaderConfig {
   std::string tokenizer_path;  // --tokenizer (empty: the model directory's)
   // --speculative draft: every version gets its own runner over these weights.
   std::shared_ptr<const Transformer> draft_model;
+  // --watch-checkpoints: reload from the newest checkpoint of this training
+  // checkpoint directory instead of model_dir, with the serving tokenizer. The
+  // loader (train/model_conversion.h's load_checkpoint_model; passed in, so serving
+  // does not depend on training) reads one, verifying its checksums.
+  std::string checkpoint_dir;
+  std::function<std::shared_ptr<Transformer>(const std::string& checkpoint_dir)> load_checkpoint;
 };
 
 class ModelReloader {
  public:
   // `serving`: the tokenizer every version must have (the codec's); `eos_ids`: the
   // serving model's end-of-sequence ids (a reload must keep them: the API stops on
-  // them); `loaded_signature`: inspect_model_dir(model_dir) from before the serving
-  // model was read. All references must outlive this.
+  // them); `loaded_signature`: the state of what is watched (inspect_model_dir, or
+  // inspect_checkpoint_dir with checkpoint_dir) from before the serving model was read. All references must outlive this.
   ModelReloader(ReloadableEngine& engine, const Tokenizer& serving, std::vector<int32_t> eos_ids,
                 ServeMetrics& metrics, ModelReloaderConfig config, std::string loaded_signature);
   ~ModelReloader();  // stops watching
   ModelReloader(const ModelReloader&) = delete;
   ModelReloader& operator=(const ModelReloader&) = delete;
 
-  // Loads the model directory now and swaps it in (waits for a reload in progress
+  // Loads the model directory (or newest checkpoint) now and swaps it in (waits for a reload in progress
   // first). Never throws: a failure is logged, counted and answered.
   ReloadOutcome reload(const std::string& trigger);
 
-  // Polls the model directory every `interval_seconds` on a background thread and
+  // Polls the model directory (or checkpoint directory) every `interval_seconds` on a background thread and
   // reloads once it holds a new complete model (ModelChangeDetector).
   void start_watching(double interval_seconds);
   void stop_watching();
 
  private:
   void watch_loop(double interval_seconds);
+  const std::string& source() const;  // what is reloaded from: the model or checkpoint directory
+  WatchedKind kind() const;
   ReloadOutcome reload_locked(const std::string& trigger);
 
   ReloadableEngine& engine_;

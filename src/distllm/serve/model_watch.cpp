@@ -149,11 +149,47 @@ ModelDirState inspect_model_dir(const std::string& dir) {
   return st;
 }
 
-ModelChangeDetector::ModelChangeDetector(std::string dir, std::string loaded_signature)
-    : dir_(std::move(dir)), loaded_(std::move(loaded_signature)) {}
+ModelDirState inspect_checkpoint_dir(const std::string& dir) {
+  ModelDirState st;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    st.problem = dir + ": not a directory";
+    return st;
+  }
+  const std::string latest_path = (fs::path(dir) / "latest").string();
+  if (!fs::exists(latest_path, ec)) {
+    st.problem = dir + ": no checkpoint yet (no 'latest')";
+    return st;
+  }
+  std::string step = read_small_file(latest_path);
+  step = step.substr(0, step.find('\n'));
+  if (step.empty() || step.find('/') != std::string::npos || step == "." || step == "..") {
+    st.problem = dir + "/latest: does not name a step directory";
+    return st;
+  }
+  const std::string manifest = (fs::path(dir) / step / "manifest.json").string();
+  struct stat sb {};
+  if (::stat(manifest.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    st.problem = manifest + ": missing";
+    return st;
+  }
+  st.complete = true;
+  st.signature = strprintf("checkpoint %s dev=%llu ino=%llu size=%lld mtime=%lld.%09ld\n", step.c_str(),
+                           static_cast<unsigned long long>(sb.st_dev), static_cast<unsigned long long>(sb.st_ino),
+                           static_cast<long long>(sb.st_size), static_cast<long long>(sb.st_mtim.tv_sec),
+                           static_cast<long>(sb.st_mtim.tv_nsec));
+  return st;
+}
+
+ModelDirState inspect_watched(const std::string& dir, WatchedKind kind) {
+  return kind == WatchedKind::kCheckpointDir ? inspect_checkpoint_dir(dir) : inspect_model_dir(dir);
+}
+
+ModelChangeDetector::ModelChangeDetector(std::string dir, std::string loaded_signature, WatchedKind kind)
+    : dir_(std::move(dir)), kind_(kind), loaded_(std::move(loaded_signature)) {}
 
 bool ModelChangeDetector::poll() {
-  ModelDirState st = inspect_model_dir(dir_);
+  ModelDirState st = inspect_watched(dir_, kind_);
   problem_ = st.problem;
   const bool stable = st.complete && st.signature == previous_;
   previous_ = st.complete ? st.signature : "";

@@ -30,12 +30,23 @@ struct ModelDirState {
 
 ModelDirState inspect_model_dir(const std::string& dir);
 
+// A training checkpoint directory (`train --checkpoint-dir`, docs/fault-tolerance.md):
+// its state is the step `latest` names and the identity of that step's manifest.
+// Complete when `latest` names a step directory that holds its manifest: a step
+// directory appears only once complete (renamed from .partial-step_N) and `latest` is
+// replaced by write + rename after it, so nothing partial is ever named. (Checksums
+// are verified when the step is loaded, not at every poll.)
+ModelDirState inspect_checkpoint_dir(const std::string& dir);
+
+enum class WatchedKind { kModelDir, kCheckpointDir };
+ModelDirState inspect_watched(const std::string& dir, WatchedKind kind);
+
 // Decides, one poll at a time, when a directory holds a model worth loading.
 class ModelChangeDetector {
  public:
   // `loaded_signature`: the state of the model serving now (inspect_model_dir when
   // it was loaded).
-  ModelChangeDetector(std::string dir, std::string loaded_signature);
+  ModelChangeDetector(std::string dir, std::string loaded_signature, WatchedKind kind = WatchedKind::kModelDir);
 
   // True when the directory holds a complete model whose state differs from the
   // loaded one and was the same at the previous poll. The state it found is then
@@ -50,6 +61,7 @@ class ModelChangeDetector {
 
  private:
   std::string dir_;
+  WatchedKind kind_;
   std::string loaded_;
   std::string previous_;  // the state at the previous poll (empty: incomplete)
   std::string candidate_;
