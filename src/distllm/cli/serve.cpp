@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -22,7 +23,11 @@
 #include "distllm/serve/engine.h"
 #include "distllm/serve/inference_runner.h"
 #include "distllm/serve/model_bundle.h"
+#include "distllm/serve/model_reloader.h"
+#include "distllm/serve/model_watch.h"
+#include "distllm/serve/reloadable_engine.h"
 #include "distllm/serve/tokenizer_codec.h"
+#include "distllm/train/model_conversion.h"
 
 namespace distllm {
 namespace {
@@ -47,6 +52,10 @@ int fit_connections_to_fd_limit(int wanted) {
   return fit;
 }
 
+double unix_time_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 int run_serve(Args& args) {
   apply_thread_flag(args);
   std::string model_dir = args.get_required("model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
@@ -55,7 +64,7 @@ int run_serve(Args& args) {
   scfg.host = args.get_string("host", "127.0.0.1", "address to bind (0.0.0.0 for every interface)");
   scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
   std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
-  scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/*");
+  scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* and /admin/* (without it, both are open)");
   scfg.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes (2M)"));
   scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
   scfg.header_timeout_s = args.get_double("header-timeout", 10, "seconds for a request's head to arrive");
@@ -88,6 +97,11 @@ int run_serve(Args& args) {
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
+  bool watch = args.get_flag("watch", "reload the model when --model DIR holds a new one (docs/serving.md, Hot reload)");
+  double watch_interval = args.get_double("watch-interval", 2, "with --watch: seconds between looks at --model DIR");
+  std::string watch_checkpoints = args.get_string(
+      "watch-checkpoints", "",
+      "reload from the newest checkpoint of this training --checkpoint-dir instead of --model DIR (implies --watch)");
   if (args.help_or_finish()) return 0;
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
@@ -99,6 +113,11 @@ int run_serve(Args& args) {
   DL_CHECK(scfg.max_connections >= 1 && scfg.max_connections_per_ip >= 1,
            "--max-connections and --max-connections-per-ip must be at least 1");
   DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
+  DL_CHECK(watch_interval > 0, "--watch-interval must be positive, got %g", watch_interval);
+  if (!watch_checkpoints.empty()) {
+    DL_CHECK(fs::is_directory(watch_checkpoints), "--watch-checkpoints %s is not a directory", watch_checkpoints.c_str());
+    watch = true;
+  }
   scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
     DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
@@ -114,6 +133,13 @@ int run_serve(Args& args) {
   // Everything that runs parallel loops before the engine thread takes over does so
   // on a thread that then exits (see run_on_transient_thread).
   Timer startup;
+  // The directory's state before it is read: if it changes during the load, the
+  // watcher sees a difference and loads it again.
+  // (With --watch-checkpoints: the checkpoint there now counts as served; the next
+  // one is loaded.)
+  const std::string loaded_signature =
+      watch_checkpoints.empty() ? serve::inspect_model_dir(model_dir).signature
+                                : serve::inspect_checkpoint_dir(watch_checkpoints).signature;
   serve::ModelBundle bundle =
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   const double t_load = startup.seconds();
@@ -127,11 +153,12 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
-  auto runner =
-      run_on_transient_thread([&] { return std::make_unique<serve::InferenceRunner>(model, weight_dtype); });
-  std::unique_ptr<serve::InferenceRunner> draft_runner;
+  std::shared_ptr<serve::ModelRunner> runner =
+      run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype); });
+  std::shared_ptr<const Transformer> draft_model;
+  std::shared_ptr<serve::ModelRunner> draft_runner;
   if (!draft_dir.empty()) {
-    draft_runner = run_on_transient_thread([&] {
+    draft_model = run_on_transient_thread([&] {
       serve::ModelBundle draft;
       try {
         draft = serve::load_model_bundle(draft_dir);
@@ -143,18 +170,35 @@ int run_serve(Args& args) {
                "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
                draft.model->config().vocab_size, model->config().vocab_size);
       LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.model->config().describe().c_str());
-      return std::make_unique<serve::InferenceRunner>(draft.model, weight_dtype);
+      return std::shared_ptr<const Transformer>(draft.model);
     });
+    draft_runner = run_on_transient_thread(
+        [&] { return std::make_shared<serve::InferenceRunner>(draft_model, weight_dtype); });
   }
   const double t_runner = startup.seconds();
   serve::ServeMetrics metrics(scfg.model_name);
-  auto engine_ptr =
-      run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics, draft_runner.get()); });
+  // The engine behind the API can swap models (hot reload): POST /admin/reload, and
+  // --watch.
+  serve::ReloadableEngine engine(codec, ecfg, metrics);
+  run_on_transient_thread([&] { engine.install(runner, model, draft_runner); });
+  runner.reset();
+  draft_runner.reset();
+  metrics.record_model_loaded(engine.version(), unix_time_seconds(), startup.seconds(), /*is_reload=*/false);
   const double t_engine = startup.seconds();
-  serve::Engine& engine = *engine_ptr;
+  serve::ModelReloaderConfig rcfg{model_dir, tokenizer_path, draft_model, watch_checkpoints, nullptr, weight_dtype};
+  if (!watch_checkpoints.empty()) {
+    rcfg.load_checkpoint = [](const std::string& ck) -> std::shared_ptr<Transformer> {
+      std::string step;
+      std::shared_ptr<Transformer> m = load_checkpoint_model(ck, &step);
+      LOG_INFO("serve: read checkpoint %s", step.c_str());
+      return m;
+    };
+  }
+  serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics, rcfg, loaded_signature);
+  scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
-  engine.start();
+  if (watch) reloader.start_watching(watch_interval);
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), weights %s, %d threads, chat template: %s", scfg.model_name.c_str(),
@@ -167,6 +211,7 @@ int run_serve(Args& args) {
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
   server.serve();
+  reloader.stop_watching();
   engine.stop();
   LOG_INFO("serve: stopped");
   return 0;

@@ -101,7 +101,8 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
       config_(config),
       metrics_(metrics),
       kv_(derive_num_blocks(config, runner), config.block_size, config.enable_prefix_cache),
-      scheduler_(config.scheduler, kv_) {
+      scheduler_(config.scheduler, kv_),
+      next_id_(config.first_request_id) {
   max_model_len_ = config.max_model_len > 0 ? std::min(config.max_model_len, runner.max_context()) : runner.max_context();
   DL_CHECK(max_model_len_ >= 2, "max model length must be at least 2 tokens, got %d", max_model_len_);
   DL_CHECK(config.max_queued_requests >= 1, "--max-queued-requests must be at least 1, got %d",
@@ -301,7 +302,7 @@ void Engine::publish_stats() {
   s.peak_running_plus_waiting = peak_in_scheduler_;
   const PrefixCacheStats& p = kv_.prefix_stats();
   metrics_.set_step_state(s.running, s.waiting, kv_.usage(), s.preemptions, p.query_tokens, p.hit_tokens,
-                          p.query_requests, p.hit_requests);
+                          p.query_requests, p.hit_requests, config_.metrics_source);
   bool idle;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -57,6 +57,12 @@ struct EngineConfig {
   bool check_invariants = false;     // recount KV references every step (tests)
   // Speculative decoding (speculative.h); off by default.
   SpeculativeConfig speculative;
+  // The first request id this engine hands out (then +1 each). Engines that serve
+  // one API in turn (reloadable_engine.h) take disjoint ranges.
+  uint64_t first_request_id = 1;
+  // Which engine this is in ServeMetrics (set_step_state's `source`): engines that
+  // share one ServeMetrics take different sources.
+  int metrics_source = 0;
 };
 
 // One sequence to generate (one choice of an API request).
@@ -236,7 +242,7 @@ class Engine : public EngineClient {
   bool stop_ = false;
 
   std::atomic<bool> alive_{false};
-  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> next_id_;
   std::thread thread_;
 };
 

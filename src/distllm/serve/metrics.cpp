@@ -120,25 +120,79 @@ void ServeMetrics::observe_speculation(int num_draft, int num_accepted) {
 
 void ServeMetrics::set_step_state(int64_t running, int64_t waiting, double kv_usage, int64_t preemptions,
                                   int64_t prefix_query_tokens, int64_t prefix_hit_tokens,
-                                  int64_t prefix_query_requests, int64_t prefix_hit_requests) {
+                                  int64_t prefix_query_requests, int64_t prefix_hit_requests, int source) {
   std::lock_guard<std::mutex> lock(mu_);
-  s_.running = running;
-  s_.waiting = waiting;
-  s_.kv_usage = kv_usage;
-  s_.preemptions = preemptions;
-  s_.prefix_query_tokens = prefix_query_tokens;
-  s_.prefix_hit_tokens = prefix_hit_tokens;
-  s_.prefix_query_requests = prefix_query_requests;
-  s_.prefix_hit_requests = prefix_hit_requests;
+  StepState& st = live_[source];
+  st.running = running;
+  st.waiting = waiting;
+  st.kv_usage = kv_usage;
+  st.preemptions = preemptions;
+  st.prefix_query_tokens = prefix_query_tokens;
+  st.prefix_hit_tokens = prefix_hit_tokens;
+  st.prefix_query_requests = prefix_query_requests;
+  st.prefix_hit_requests = prefix_hit_requests;
+}
+
+void ServeMetrics::retire_source(int source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(source);
+  if (it == live_.end()) return;
+  retired_.preemptions += it->second.preemptions;
+  retired_.prefix_query_tokens += it->second.prefix_query_tokens;
+  retired_.prefix_hit_tokens += it->second.prefix_hit_tokens;
+  retired_.prefix_query_requests += it->second.prefix_query_requests;
+  retired_.prefix_hit_requests += it->second.prefix_hit_requests;
+  live_.erase(it);
+}
+
+void ServeMetrics::record_model_loaded(int64_t version, double loaded_at, double seconds, bool is_reload) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.model_version = version;
+  s_.model_loaded_at = loaded_at;
+  if (is_reload) {
+    s_.model_reloads++;
+    s_.model_reload_seconds = seconds;
+  }
+}
+
+void ServeMetrics::count_reload_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.model_reload_failures++;
+}
+
+MetricsSnapshot ServeMetrics::locked_snapshot() const {
+  MetricsSnapshot s = s_;
+  StepState sum = retired_;
+  sum.running = sum.waiting = 0;
+  for (const auto& [source, st] : live_) {
+    sum.running += st.running;
+    sum.waiting += st.waiting;
+    sum.kv_usage = st.kv_usage;  // the map is ordered: the newest source's ends up here
+    sum.preemptions += st.preemptions;
+    sum.prefix_query_tokens += st.prefix_query_tokens;
+    sum.prefix_hit_tokens += st.prefix_hit_tokens;
+    sum.prefix_query_requests += st.prefix_query_requests;
+    sum.prefix_hit_requests += st.prefix_hit_requests;
+  }
+  s.running = sum.running;
+  s.waiting = sum.waiting;
+  s.kv_usage = sum.kv_usage;
+  s.preemptions = sum.preemptions;
+  s.prefix_query_tokens = sum.prefix_query_tokens;
+  s.prefix_hit_tokens = sum.prefix_hit_tokens;
+  s.prefix_query_requests = sum.prefix_query_requests;
+  s.prefix_hit_requests = sum.prefix_hit_requests;
+  return s;
 }
 
 MetricsSnapshot ServeMetrics::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return s_;
+  return locked_snapshot();
 }
 
 std::string ServeMetrics::render() const {
   std::lock_guard<std::mutex> lock(mu_);
+  const MetricsSnapshot snap = locked_snapshot();
   std::string out;
   const std::string& l = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {
@@ -156,36 +210,46 @@ std::string ServeMetrics::render() const {
     header(out, n, "histogram", help);
     h.render(out, n, l);
   };
-  gauge("num_requests_running", "Number of requests in the running batch.", static_cast<double>(s_.running));
+  gauge("num_requests_running", "Number of requests in the running batch.", static_cast<double>(snap.running));
   gauge("num_requests_waiting", "Number of requests waiting to be scheduled (including preempted ones).",
-        static_cast<double>(s_.waiting));
-  gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (0 to 1).", s_.kv_usage);
-  counter("prompt_tokens_total", "Prompt tokens processed (prefix-cache hits included).", s_.prompt_tokens);
-  counter("generation_tokens_total", "Tokens generated.", s_.generation_tokens);
-  counter("num_preemptions_total", "Requests preempted (recompute) because KV blocks ran out.", s_.preemptions);
-  counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", s_.prefix_query_tokens);
-  counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", s_.prefix_hit_tokens);
-  counter("prefix_cache_query_requests_total", "Prefix cache lookups (one per admission).", s_.prefix_query_requests);
+        static_cast<double>(snap.waiting));
+  gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (0 to 1).", snap.kv_usage);
+  counter("prompt_tokens_total", "Prompt tokens processed (prefix-cache hits included).", snap.prompt_tokens);
+  counter("generation_tokens_total", "Tokens generated.", snap.generation_tokens);
+  counter("num_preemptions_total", "Requests preempted (recompute) because KV blocks ran out.", snap.preemptions);
+  counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", snap.prefix_query_tokens);
+  counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", snap.prefix_hit_tokens);
+  counter("prefix_cache_query_requests_total", "Prefix cache lookups (one per admission).", snap.prefix_query_requests);
   counter("prefix_cache_hit_requests_total", "Prefix cache lookups that found at least one block.",
-          s_.prefix_hit_requests);
+          snap.prefix_hit_requests);
   {
     std::string n = "distllm:request_success_total";
     header(out, n, "counter", "Requests finished normally, by finish reason.");
-    out += n + "{finished_reason=\"stop\"," + l + "} " + std::to_string(s_.success_stop) + "\n";
-    out += n + "{finished_reason=\"length\"," + l + "} " + std::to_string(s_.success_length) + "\n";
+    out += n + "{finished_reason=\"stop\"," + l + "} " + std::to_string(snap.success_stop) + "\n";
+    out += n + "{finished_reason=\"length\"," + l + "} " + std::to_string(snap.success_length) + "\n";
   }
-  counter("request_aborted_total", "Requests cancelled because the client went away.", s_.aborted);
-  counter("request_rejected_total", "Requests refused with 429 because the waiting queue was full.", s_.rejected);
-  counter("request_failed_total", "Requests ended by a model error.", s_.failed);
-  if (s_.spec_drafts > 0) {
+  counter("request_aborted_total", "Requests cancelled because the client went away.", snap.aborted);
+  counter("request_rejected_total", "Requests refused with 429 because the waiting queue was full.", snap.rejected);
+  counter("request_failed_total", "Requests ended by a model error.", snap.failed);
+  if (snap.spec_drafts > 0) {
     counter("spec_decode_num_drafts_total", "Speculative verification runs (sequence-steps carrying a draft).",
-            s_.spec_drafts);
-    counter("spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.", s_.spec_draft_tokens);
-    counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", s_.spec_accepted_tokens);
+            snap.spec_drafts);
+    counter("spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.", snap.spec_draft_tokens);
+    counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", snap.spec_accepted_tokens);
     std::string n = "distllm:spec_decode_num_accepted_tokens_per_pos_total";
     header(out, n, "counter", "Drafts whose token at this position (0-based) was accepted.");
-    for (size_t i = 0; i < s_.spec_accepted_per_pos.size(); ++i)
-      out += n + "{position=\"" + std::to_string(i) + "\"," + l + "} " + std::to_string(s_.spec_accepted_per_pos[i]) + "\n";
+    for (size_t i = 0; i < snap.spec_accepted_per_pos.size(); ++i)
+      out += n + "{position=\"" + std::to_string(i) + "\"," + l + "} " + std::to_string(snap.spec_accepted_per_pos[i]) + "\n";
+  }
+  if (snap.model_version > 0) {
+    counter("model_reloads_total", "Models swapped in by a hot reload (after the first).", snap.model_reloads);
+    counter("model_reload_failures_total", "Hot reloads refused or failed to load (the old model kept serving).",
+            snap.model_reload_failures);
+    gauge("model_version", "Version of the serving model: 1 at start, +1 per reload.",
+          static_cast<double>(snap.model_version));
+    gauge("model_loaded_timestamp_seconds", "Unix time the serving model was swapped in.", snap.model_loaded_at);
+    gauge("model_reload_duration_seconds", "Seconds the last hot reload took (load, KV cache, swap).",
+          snap.model_reload_seconds);
   }
   histogram("time_to_first_token_seconds", "Time from arrival to the first generated token, in seconds.", ttft_);
   histogram("inter_token_latency_seconds", "Time between consecutive generated tokens, in seconds.", itl_);

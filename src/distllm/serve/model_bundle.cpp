@@ -64,17 +64,21 @@ ModelBundle load_model_bundle(const std::string& model_dir, const std::string& t
   return b;
 }
 
-void check_same_tokenizer(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_dir) {
-  DL_CHECK(draft.vocab_size() == target.vocab_size(),
-           "--draft-model %s: its tokenizer has %d tokens but the model's has %d; the draft model must use the "
-           "same tokenizer",
-           draft_dir.c_str(), draft.vocab_size(), target.vocab_size());
-  for (int32_t id = 0; id < target.vocab_size(); ++id) {
-    DL_CHECK(draft.token_bytes(id) == target.token_bytes(id),
-             "--draft-model %s: token %d is '%s' in its tokenizer but '%s' in the model's; the draft model must "
-             "use the same tokenizer",
-             draft_dir.c_str(), id, draft.id_to_token(id).c_str(), target.id_to_token(id).c_str());
+std::string tokenizer_difference(const Tokenizer& serving, const Tokenizer& other) {
+  if (other.vocab_size() != serving.vocab_size())
+    return strprintf("its tokenizer has %d tokens but the model's has %d", other.vocab_size(), serving.vocab_size());
+  for (int32_t id = 0; id < serving.vocab_size(); ++id) {
+    if (other.token_bytes(id) != serving.token_bytes(id))
+      return strprintf("token %d is '%s' in its tokenizer but '%s' in the model's", id, other.id_to_token(id).c_str(),
+                       serving.id_to_token(id).c_str());
   }
+  return "";
+}
+
+void check_same_tokenizer(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_dir) {
+  std::string diff = tokenizer_difference(target, draft);
+  DL_CHECK(diff.empty(), "--draft-model %s: %s; the draft model must use the same tokenizer", draft_dir.c_str(),
+           diff.c_str());
 }
 
 }  // namespace distllm::serve

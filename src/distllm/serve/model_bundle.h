@@ -29,6 +29,11 @@ ModelBundle load_model_bundle(const std::string& model_dir, const std::string& t
 // the same bytes for every token id.
 void check_same_tokenizer(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_dir);
 
+// Empty when `other` has the same vocabulary as `serving` (the same size and the
+// same bytes for every token id), else the first difference, worded about `other`
+// ("its tokenizer has ...").
+std::string tokenizer_difference(const Tokenizer& serving, const Tokenizer& other);
+
 // generation_config.json's eos_token_id list (empty when absent).
 std::vector<int32_t> generation_eos_ids(const std::string& model_dir);
 

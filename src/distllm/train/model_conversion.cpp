@@ -17,7 +17,8 @@ std::vector<checkpoint::ParamSpan> checkpoint_spans(const ParamLayout& layout) {
   return out;
 }
 
-std::string checkpoint_to_hf(const std::string& source, const std::string& out, const SaveOptions& options) {
+std::unique_ptr<Transformer> load_checkpoint_model(const std::string& source, std::string* step_dir_out,
+                                                   int64_t* step_out) {
   // A step directory has a manifest; otherwise take the newest good step.
   const bool is_step = file_exists(join_path(source, checkpoint::kManifestName));
   DL_CHECK(is_step || is_directory(source), "%s: not a checkpoint directory", source.c_str());
@@ -30,13 +31,22 @@ std::string checkpoint_to_hf(const std::string& source, const std::string& out, 
   checkpoint::CheckpointReader reader = checkpoint::CheckpointReader::open(step_dir);
   const std::string origin = join_path(step_dir, checkpoint::kManifestName);
   ModelConfig cfg = ModelConfig::from_hf_json(reader.manifest().model_config, origin);
-  Transformer model(cfg);
-  const std::vector<checkpoint::ParamSpan> spans = checkpoint_spans(model.layout());
+  auto model = std::make_unique<Transformer>(cfg);
+  const std::vector<checkpoint::ParamSpan> spans = checkpoint_spans(model->layout());
   reader.check_compatible(cfg.to_hf_json(), spans);
-  reader.read("param", spans, 0, model.size(), model.params());
+  reader.read("param", spans, 0, model->size(), model->params());
+  if (step_dir_out) *step_dir_out = step_dir;
+  if (step_out) *step_out = reader.manifest().step;
+  return model;
+}
+
+std::string checkpoint_to_hf(const std::string& source, const std::string& out, const SaveOptions& options) {
+  std::string step_dir;
+  int64_t step = 0;
+  std::unique_ptr<Transformer> model = load_checkpoint_model(source, &step_dir, &step);
   SaveOptions o = options;
-  o.metadata["distllm_checkpoint_step"] = std::to_string(reader.manifest().step);
-  save_hf_model(model, out, o);
+  o.metadata["distllm_checkpoint_step"] = std::to_string(step);
+  save_hf_model(*model, out, o);
   return step_dir;
 }
 

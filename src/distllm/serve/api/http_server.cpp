@@ -217,6 +217,17 @@ class Server {
                     {"max_model_len", engine_.max_model_len()}};
       res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
     });
+    if (config_.reload) {
+      svr_.Post("/admin/reload", [this](const httplib::Request&, httplib::Response& res) {
+        ReloadOutcome r = config_.reload();
+        if (r.status != 200) {
+          send_error(res, r.status, r.message, "", r.code);
+          return;
+        }
+        Json body = {{"status", "reloaded"}, {"version", r.version}, {"seconds", r.seconds}, {"message", r.message}};
+        res.set_content(dump(body), "application/json");
+      });
+    }
     svr_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
     svr_.Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
@@ -257,9 +268,10 @@ class Server {
  private:
   static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
 
-  // With --api-key every /v1/ route needs it; /health and /metrics stay open.
+  // With --api-key every /v1/ and /admin/ route needs it; /health and /metrics stay
+  // open. Without a key everything is open (as the rest of the API).
   bool authorized(const std::string& path, const std::string& authorization) const {
-    if (config_.api_key.empty() || path.rfind("/v1/", 0) != 0) return true;
+    if (config_.api_key.empty() || (path.rfind("/v1/", 0) != 0 && path.rfind("/admin/", 0) != 0)) return true;
     return constant_time_equal(authorization, "Bearer " + config_.api_key);
   }
 

@@ -2,6 +2,7 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions   (streaming SSE or not)
 //   GET  /v1/models, GET /health, GET /metrics
+//   POST /admin/reload   (when the server can reload its model: ApiServerConfig::reload)
 //
 // Connections are accepted and requests read by the front (http_front.h: one
 // event thread, read deadlines, connection caps, framing checks); each complete
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
 #include "distllm/serve/metrics.h"
+#include "distllm/serve/reloadable_engine.h"
 
 namespace distllm::serve::api {
 
@@ -28,7 +31,7 @@ struct ApiServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (see ApiServer::bind)
   std::string model_name = "model";
-  std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  std::string api_key;  // non-empty: /v1/* and /admin/* need "Authorization: Bearer <key>"
   size_t max_body_bytes = 2u << 20;
   int http_threads = 0;  // 0: enough for every running and queued request, plus 16
   double header_timeout_s = 10;      // a request's head must arrive within this
@@ -41,6 +44,8 @@ struct ApiServerConfig {
   std::vector<int32_t> default_stop_token_ids;
   // How the model writes tool calls in free text, for tool_choice "auto".
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // POST /admin/reload calls this (and waits for it); unset: the route is 404.
+  std::function<ReloadOutcome()> reload;
 };
 
 class ApiServer {
