@@ -55,13 +55,16 @@ ModelConfig model_config_from_flags(Args& args, const std::string& default_prese
   return c;
 }
 
-DType inference_dtype_flag(Args& args) {
-  const std::string text = args.get_string(
-      "dtype", "f32", "weight storage for inference: f32, bf16, or int8 (per-32 block scales, as q8_0); weight-only");
+DType parse_inference_dtype(const std::string& text) {
   if (text == "int8") return DType::kI8;
   if (text == "f32" || text == "float32") return DType::kF32;
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
   throw Error("--dtype must be f32, bf16 or int8, got '" + text + "'");
+}
+
+DType inference_dtype_flag(Args& args) {
+  return parse_inference_dtype(args.get_string(
+      "dtype", "f32", "weight storage for inference: f32, bf16, or int8 (per-32 block scales, as q8_0); weight-only"));
 }
 
 }  // namespace distllm

@@ -16,5 +16,7 @@ ModelConfig model_config_from_flags(Args& args, const std::string& default_prese
 // `--dtype f32|bf16|int8`: how inference stores the linear weights (weight-only;
 // kernels/linear_bi.h). Shared by serve, generate and bench decode.
 DType inference_dtype_flag(Args& args);
+// "f32", "bf16" or "int8"; throws distllm::Error naming the text otherwise.
+DType parse_inference_dtype(const std::string& text);
 
 }  // namespace distllm

@@ -1,0 +1,73 @@
+// `distllm perplexity`: perplexity of a model directory on held-out tokens through
+// the inference path, for one or more weight dtypes side by side:
+//
+//   distllm perplexity --model runs/quickstart/model --data runs/quickstart/data
+//                      --dtype f32,bf16,int8
+//
+// The first dtype is the reference: each other one's change is printed against it.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
+#include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
+#include "distllm/cli/command.h"
+#include "distllm/cli/model_flags.h"
+#include "distllm/model/hf_checkpoint.h"
+#include "distllm/model/perplexity.h"
+#include "distllm/train/dataset.h"
+
+namespace distllm {
+namespace {
+
+int run_perplexity(Args& args) {
+  apply_thread_flag(args);
+  const std::string model_dir = args.get_required("model", "Hugging Face model directory");
+  const std::string data = args.get_required("data", "token data: a `distllm data prepare` directory or a .tok file");
+  const std::string split_name = args.get_string("split", "val", "which split of a data directory (train or val)");
+  const std::string dtypes = args.get_string("dtype", "f32,bf16,int8", "weight dtypes, comma-separated; the first is the reference");
+  const int seq = static_cast<int>(args.get_int("seq", 128, "tokens per scored window"));
+  const int64_t max_windows = args.get_int("windows", 64, "windows scored at most (spread over the data)");
+  if (args.help_or_finish()) return 0;
+
+  std::shared_ptr<const Transformer> model = load_hf_model(model_dir);
+  const ModelConfig& cfg = model->config();
+  DL_CHECK(seq >= 2 && seq <= cfg.max_position, "--seq must be in [2, %d], got %d", cfg.max_position, seq);
+  DL_CHECK(max_windows >= 1, "--windows must be at least 1");
+  TokenDataset tokens = TokenDataset::open(data, split_name);
+  tokens.check_tokens_below(cfg.vocab_size);
+  // Windows of seq tokens (window() gives seq + 1: the last is the next window's first).
+  const uint64_t available = tokens.num_windows(seq - 1);
+  DL_CHECK(available > 0, "%s (%s) has no window of %d tokens", data.c_str(), split_name.c_str(), seq);
+  const uint64_t n = std::min<uint64_t>(available, static_cast<uint64_t>(max_windows));
+  std::printf("model: %s\ndata:  %s (%s), %llu windows of %d tokens\n\n", cfg.describe().c_str(), data.c_str(),
+              split_name.c_str(), static_cast<unsigned long long>(n), seq);
+  std::printf("%-6s %12s %12s %10s %8s\n", "dtype", "nll/token", "perplexity", "vs first", "seconds");
+  double reference = 0;
+  for (const std::string& name : split(dtypes, ',')) {
+    const DType dtype = parse_inference_dtype(name);
+    Timer t;
+    InferenceModel engine(model, dtype);
+    NllSum total;
+    std::vector<int32_t> window(static_cast<size_t>(seq));
+    for (uint64_t i = 0; i < n; ++i) {
+      tokens.window(i * available / n, seq - 1, window.data());
+      total.add(sequence_nll(engine, window.data(), seq));
+    }
+    const double ppl = total.perplexity();
+    if (reference == 0) reference = ppl;
+    std::printf("%-6s %12.5f %12.4f %+9.3f%% %8.1f\n", name.c_str(), total.nats / static_cast<double>(total.tokens), ppl,
+                100.0 * (ppl / reference - 1.0), t.seconds());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+DISTLLM_REGISTER_COMMAND("perplexity", "perplexity on held-out tokens through the inference path, per weight dtype",
+                         run_perplexity);
+
+}  // namespace
+}  // namespace distllm
