@@ -16,6 +16,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/kv_transfer_http.h"
 #include "distllm/serve/api/shutdown_signals.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
@@ -86,7 +87,16 @@ int run_serve(Args& args) {
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
+  const std::string role_name = args.get_string(
+      "role", "both",
+      "both (co-located), prefill (serves POST /internal/kv/prefill: prompts' KV blocks for decode replicas) or "
+      "decode (pulls a prompt's KV from the replica named by the X-KV-Prefill-From header, see `distllm route "
+      "--prefill`)");
+  const double kv_transfer_timeout = args.get_double(
+      "kv-transfer-timeout", 60, "decode role: seconds a KV pull (remote prefill + transfer) may take before the "
+                                 "prompt is computed here instead; prefill role: seconds a prefill may take");
   if (args.help_or_finish()) return 0;
+  const serve::api::ServeRole role = serve::api::serve_role_from_name(role_name);
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
@@ -149,6 +159,14 @@ int run_serve(Args& args) {
       run_on_transient_thread([&] { return std::make_unique<serve::Engine>(*runner, codec, ecfg, metrics, draft_runner.get()); });
   const double t_engine = startup.seconds();
   serve::Engine& engine = *engine_ptr;
+  std::unique_ptr<serve::api::KvTransfer> kv_transfer;
+  if (role != serve::api::ServeRole::kBoth) {
+    kv_transfer = std::make_unique<serve::api::KvTransfer>(
+        engine, serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key});
+    scfg.kv_transfer = kv_transfer.get();
+    LOG_INFO("serve: role %s (KV blocks: %s)", serve::api::serve_role_name(role),
+             kv_transfer->fingerprint().describe().c_str());
+  }
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
   engine.start();

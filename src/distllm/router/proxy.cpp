@@ -12,6 +12,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/router/prefill_pool.h"
 
 namespace distllm::router {
 namespace {
@@ -61,6 +62,7 @@ struct Router::Impl {
   RouterConfig config;
   ReplicaSet replicas;
   std::unique_ptr<RoutingPolicy> policy;
+  std::unique_ptr<PrefillPool> prefill;  // set with --prefill
   httplib::Server server;
   std::atomic<int64_t> requests{0}, retries{0}, failed{0}, rejected{0};
   std::atomic<int64_t> latency_count{0};
@@ -72,6 +74,7 @@ struct Router::Impl {
         replicas(config.replicas, config.replica),
         policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
+    if (!config.prefill_replicas.empty()) prefill = std::make_unique<PrefillPool>(config.prefill_replicas, config.replica);
     server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     server.set_payload_max_length(config.max_body_bytes);
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -132,6 +135,7 @@ struct Router::Impl {
     if (request_id.empty()) request_id = new_request_id();
     httplib::Headers headers = {{"X-Request-Id", request_id}};
     res.set_header("X-Request-Id", request_id);
+    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(headers);
     if (!stream) {
       forward(path, req.body, headers, key, res);
       return;
@@ -140,12 +144,21 @@ struct Router::Impl {
     auto started = std::make_shared<Timer>();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, path, payload = req.body, headers, key, started](size_t, httplib::DataSink& sink) {
+        [this, path, payload = req.body, headers, key, started, prefill_lease](size_t, httplib::DataSink& sink) {
           forward_stream(path, payload, headers, key, sink);
           observe(started->seconds());
           sink.done();
           return true;
         });
+  }
+
+  // Disaggregation: names the prefill replica the decode replica pulls the
+  // prompt's KV from (none when no prefill replica is ready or none is configured).
+  std::shared_ptr<PrefillPool::Lease> name_prefill_replica(httplib::Headers& headers) {
+    if (!prefill) return nullptr;
+    std::shared_ptr<PrefillPool::Lease> lease = prefill->acquire();
+    if (lease) headers.emplace(kPrefillFromHeader, lease->url());
+    return lease;
   }
 
   // Picks a replica no earlier attempt used; -1 when none is left.
@@ -277,7 +290,14 @@ struct Router::Impl {
     out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
            "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
            "# TYPE distllm_router_replica_breaker gauge\n";
-    for (const ReplicaStatus& s : replicas.status()) {
+    std::vector<ReplicaStatus> all = replicas.status();
+    if (prefill) {
+      for (ReplicaStatus s : prefill->replicas().status()) {
+        s.url += " (prefill)";
+        all.push_back(std::move(s));
+      }
+    }
+    for (const ReplicaStatus& s : all) {
       const char* u = s.url.c_str();
       out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
       out += strprintf("distllm_router_replica_outstanding{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.outstanding));
@@ -308,6 +328,7 @@ int Router::bind() {
 
 void Router::serve() {
   impl_->replicas.start();
+  if (impl_->prefill) impl_->prefill->start();
   impl_->server.listen_after_bind();
 }
 
@@ -315,6 +336,7 @@ void Router::stop() {
   if (!impl_) return;
   impl_->server.stop();
   impl_->replicas.stop();
+  if (impl_->prefill) impl_->prefill->stop();
 }
 
 ReplicaSet& Router::replicas() { return impl_->replicas; }

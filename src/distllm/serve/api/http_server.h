@@ -2,6 +2,7 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions   (streaming SSE or not)
 //   GET  /v1/models, GET /health, GET /metrics
+//   POST /internal/kv/prefill                          (--role prefill, kv_transfer_http.h)
 //
 // Connections are accepted and requests read by the front (http_front.h: one
 // event thread, read deadlines, connection caps, framing checks); each complete
@@ -24,6 +25,8 @@
 
 namespace distllm::serve::api {
 
+class KvTransfer;  // kv_transfer_http.h
+
 struct ApiServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (see ApiServer::bind)
@@ -41,6 +44,10 @@ struct ApiServerConfig {
   std::vector<int32_t> default_stop_token_ids;
   // How the model writes tool calls in free text, for tool_choice "auto".
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // Prefill/decode disaggregation (kv_transfer_http.h); nullptr or role both: off.
+  // A prefill role serves POST /internal/kv/prefill; a decode role honours the
+  // X-KV-Prefill-From header of completion and chat requests. Not owned.
+  KvTransfer* kv_transfer = nullptr;
 };
 
 class ApiServer {

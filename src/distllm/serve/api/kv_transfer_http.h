@@ -1,0 +1,87 @@
+// Prefill/decode disaggregation over HTTP (docs/serving.md, "Prefill/decode
+// disaggregation"):
+//
+//   prefill replica (--role prefill): POST /internal/kv/prefill with
+//     {"prompt_token_ids": [...]} runs the prompt through its engine (a one-token
+//     request: the prefix cache then holds the prompt's full blocks) and answers
+//     with those blocks in the wire format of kv_transfer/wire.h, block by block
+//     (chunked, application/x-distllm-kv).
+//   decode replica (--role decode): a completion or chat request carrying
+//     `X-KV-Prefill-From: http://host:port` first pulls its prompt's blocks from
+//     that prefill replica and imports them into its own prefix cache; the request
+//     then runs normally and its prefix-cache hit leaves only the tail (less than
+//     one block plus the last token) to compute here. Any failure (replica down,
+//     timeout, bad bytes, another model) is logged and counted, and the request is
+//     computed locally: it never fails because of the transfer.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <httplib.h>
+
+#include "distllm/serve/engine.h"
+#include "distllm/serve/kv_transfer/wire.h"
+
+namespace distllm::serve::api {
+
+enum class ServeRole { kBoth, kPrefill, kDecode };
+// "both", "prefill", "decode"; throws distllm::Error for anything else.
+ServeRole serve_role_from_name(std::string_view name);
+const char* serve_role_name(ServeRole role);
+
+inline constexpr const char* kPrefillFromHeader = "X-KV-Prefill-From";
+inline constexpr const char* kPrefillPath = "/internal/kv/prefill";
+
+struct KvTransferConfig {
+  ServeRole role = ServeRole::kBoth;
+  // A decode replica's whole pull (connect, the prefill replica's queue and
+  // compute, the transfer); past it the request is computed locally.
+  double timeout_s = 60;
+  // Sent to the prefill replica as "Authorization: Bearer <key>" (its --api-key).
+  std::string api_key;
+};
+
+class KvTransfer {
+ public:
+  KvTransfer(Engine& engine, KvTransferConfig config);
+
+  ServeRole role() const { return config_.role; }
+  const KvTransferConfig& config() const { return config_; }
+  kv_transfer::KvFingerprint fingerprint() const { return fingerprint_; }
+
+  // Prefill side: answers POST /internal/kv/prefill.
+  void handle_prefill(const httplib::Request& req, httplib::Response& res);
+
+  // Decode side: pulls the K/V of `prompt`'s full blocks (the last token excluded)
+  // from `prefill_url` and caches them here. Never throws: on failure it logs,
+  // counts a fallback and returns 0. Returns the blocks now cached.
+  int pull(const std::string& prefill_url, const std::vector<int32_t>& prompt);
+
+  // Prometheus lines (distllm:kv_transfer_*), with the server's model_name label.
+  std::string render_metrics(const std::string& model_name) const;
+
+  struct Counters {
+    int64_t blocks_sent = 0, bytes_sent = 0, prefill_requests = 0;
+    int64_t blocks_received = 0, bytes_received = 0, pulls = 0, fallbacks = 0;
+    double transfer_seconds = 0;  // sum over pulls (successful or not)
+  };
+  Counters counters() const;
+
+ private:
+  // Blocks of `n` prompt tokens a decode replica can use: the last token never is.
+  int usable_blocks(size_t n) const { return n < 2 ? 0 : static_cast<int>((n - 1) / fingerprint_.block_size); }
+  int pull_or_throw(const std::string& prefill_url, const std::vector<int32_t>& prompt, int64_t& bytes);
+
+  Engine& engine_;
+  KvTransferConfig config_;
+  kv_transfer::KvFingerprint fingerprint_;
+  std::atomic<int64_t> blocks_sent_{0}, bytes_sent_{0}, prefill_requests_{0};
+  std::atomic<int64_t> blocks_received_{0}, bytes_received_{0}, pulls_{0}, fallbacks_{0};
+  std::atomic<int64_t> transfer_micros_{0};
+};
+
+}  // namespace distllm::serve::api
