@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distllm/base/error.h"
+#include "distllm/io/file_util.h"
 #include "distllm/serve/inference_runner.h"
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/kv_transfer/wire.h"
@@ -86,6 +87,19 @@ TEST(KvWire, RoundTripsWholeAndByteByByte) {
   Sample empty = sample(0);
   EXPECT_EQ(decode_all(empty.bytes, blocks).num_blocks, 0u);
   EXPECT_TRUE(blocks.empty());
+}
+
+TEST(KvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
+  // fuzz/corpus/fuzz_kv_wire was written by an independent Python encoder of the
+  // format in docs/serving.md (checksums included).
+  for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3}}) {
+    std::string bytes = distllm::read_file(std::string(DISTLLM_SOURCE_DIR) + "/fuzz/corpus/fuzz_kv_wire/" + name);
+    std::vector<std::string> blocks;
+    KvHeader h = decode_all(bytes, blocks);
+    EXPECT_EQ(h.num_blocks, num_blocks) << name;
+    EXPECT_EQ(blocks.size(), num_blocks) << name;
+    EXPECT_EQ(encode_all(h, blocks), bytes) << name;
+  }
 }
 
 TEST(KvWire, TruncatedStreamsNeverComplete) {
