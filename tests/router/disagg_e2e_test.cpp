@@ -224,5 +224,40 @@ TEST(ServeDisaggE2E, FallsBackWhenThePrefillReplicaIsGoneOrServesAnotherModel) {
   EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
 }
 
+TEST(ServeDisaggE2E, InternalEndpointNeedsTheApiKeyAndDecodeSendsIt) {
+  Proc colo, prefill, decode;
+  colo.start({});
+  prefill.start({"--role", "prefill", "--api-key", "k1"});
+  decode.start({"--role", "decode", "--api-key", "k1"});
+  httplib::Client cli(prefill.url());
+  const std::string body = Json{{"prompt_token_ids", prompt_tokens(9, 3)}}.dump();
+  auto r = cli.Post("/internal/kv/prefill", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  r = cli.Post("/internal/kv/prefill", {{"Authorization", "Bearer k1"}}, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/x-distllm-kv");
+  EXPECT_EQ(r->body.substr(0, 4), "DLKV");
+  // Malformed bodies are refused.
+  for (const char* bad : {"[]", "{}", "{\"prompt_token_ids\": []}", "{\"prompt_token_ids\": [1, 999]}",
+                          "{\"prompt_token_ids\": [\"a\"]}"}) {
+    r = cli.Post("/internal/kv/prefill", {{"Authorization", "Bearer k1"}}, bad, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+  }
+  // A co-located replica has no such endpoint.
+  httplib::Client colo_cli(colo.url());
+  r = colo_cli.Post("/internal/kv/prefill", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  const std::vector<int> p = prompt_tokens(23, 4);
+  EXPECT_EQ(complete(decode.url(), request(p, false),
+                     {{"Authorization", "Bearer k1"}, {"X-KV-Prefill-From", prefill.url()}}),
+            complete(colo.url(), request(p, false)));
+  EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_blocks_received_total"), 5);
+  EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_fallbacks_total"), 0);
+}
+
 }  // namespace
 }  // namespace distllm::router
