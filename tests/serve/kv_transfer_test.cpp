@@ -14,6 +14,7 @@
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/kv_transfer/wire.h"
 #include "serve/engine_harness.h"
+#include "serve/test_codec.h"
 
 namespace distllm::serve {
 namespace {
@@ -66,7 +67,7 @@ std::string decode_error(const std::string& bytes) {
   return "";
 }
 
-TEST(KvWire, RoundTripsWholeAndByteByByte) {
+TEST(ServeKvWire, RoundTripsWholeAndByteByByte) {
   Sample s = sample(3);
   EXPECT_EQ(s.header.fingerprint.block_bytes(), 2u * 2 * 4 * 2 * 3 * 4);
   EXPECT_EQ(s.bytes.size(), kFixedHeaderBytes + 4 * 12 + 3 * (kBlockRecordHeadBytes + s.blocks[0].size()) + kEndRecordBytes);
@@ -89,7 +90,7 @@ TEST(KvWire, RoundTripsWholeAndByteByByte) {
   EXPECT_TRUE(blocks.empty());
 }
 
-TEST(KvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
+TEST(ServeKvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
   // fuzz/corpus/fuzz_kv_wire was written by an independent Python encoder of the
   // format in docs/serving.md (checksums included).
   for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3}}) {
@@ -102,7 +103,7 @@ TEST(KvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
   }
 }
 
-TEST(KvWire, TruncatedStreamsNeverComplete) {
+TEST(ServeKvWire, TruncatedStreamsNeverComplete) {
   Sample s = sample(2);
   for (size_t n = 0; n < s.bytes.size(); ++n) {
     KvStreamDecoder d;
@@ -111,7 +112,7 @@ TEST(KvWire, TruncatedStreamsNeverComplete) {
   }
 }
 
-TEST(KvWire, RejectsCorruptAndMalformedStreams) {
+TEST(ServeKvWire, RejectsCorruptAndMalformedStreams) {
   const Sample s = sample(2);
   const size_t first_block = kFixedHeaderBytes + 4 * 8;
   const size_t payload = first_block + kBlockRecordHeadBytes;
@@ -150,7 +151,7 @@ TEST(KvWire, RejectsCorruptAndMalformedStreams) {
   EXPECT_EQ(d.feed("more"), KvStreamDecoder::Status::kError);
 }
 
-TEST(KvWire, FingerprintMismatchNamesTheFields) {
+TEST(ServeKvWire, FingerprintMismatchNamesTheFields) {
   KvFingerprint a = small_fp(), b = small_fp();
   EXPECT_EQ(fingerprint_mismatch(a, b), "");
   b.num_layers = 3;
@@ -163,7 +164,7 @@ TEST(KvWire, FingerprintMismatchNamesTheFields) {
   EXPECT_EQ(m.find("vocabulary"), std::string::npos) << m;
 }
 
-TEST(KvCacheImport, ImportedBlocksAreACachedPrefix) {
+TEST(ServeKvCacheImport, ImportedBlocksAreACachedPrefix) {
   KvCacheManager kv(6, 4, true);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 13; ++i) tokens.push_back(i + 1);
@@ -201,7 +202,7 @@ TEST(KvCacheImport, ImportedBlocksAreACachedPrefix) {
   failing.check_invariants();
 }
 
-TEST(KvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
+TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
   for (ModelFamily family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     auto model = testing::tiny_model(family);
     InferenceRunner a(model), b(model);
@@ -245,6 +246,55 @@ TEST(KvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
     EXPECT_THROW(a.read_kv_block(8, sink.data()), Error);
     EXPECT_THROW(b.write_kv_block(-1, sink.data()), Error);
   }
+}
+
+// Engine level: blocks exported by one engine and imported by another are what the
+// second engine's requests start from (a prefix-cache hit), and greedy outputs equal
+// an engine that computed everything itself.
+TEST(ServeKvEngineTransfer, ImportedPrefixGivesTheSameGreedyOutput) {
+  auto model = testing::tiny_model(ModelFamily::kLlama);
+  testing::ByteCodec codec;
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.num_blocks = 64;
+  cfg.check_invariants = true;
+  InferenceRunner ra(model), rb(model), rc(model);
+  ServeMetrics ma("a"), mb("b"), mc("c");
+  Engine a(ra, codec, cfg, ma), b(rb, codec, cfg, mb), c(rc, codec, cfg, mc);
+  std::vector<int32_t> prompt = codec.encode("a prompt of several blocks, not a multiple of four");
+  ASSERT_EQ(prompt.size() % 4, 2u);
+  const int usable = static_cast<int>((prompt.size() - 1) / 4);
+  std::vector<int32_t> run(prompt.begin(), prompt.begin() + usable * 4);
+  // Not running yet: refused.
+  EXPECT_THROW(b.import_prefix(run, {}, 1.0), RequestError);
+  a.start();
+  b.start();
+  c.start();
+  auto generate = [&](Engine& e, int max_tokens) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0;
+    r.ignore_eos = true;
+    auto q = std::make_shared<OutputQueue>();
+    e.submit({r}, q);
+    return testing::collect(*q, 1)[0];
+  };
+  generate(a, 1);  // a's prefix cache now holds the prompt's full blocks
+  std::vector<std::string> blocks = a.export_cached_prefix(run, usable, 10.0);
+  ASSERT_EQ(static_cast<int>(blocks.size()), usable);
+  EXPECT_EQ(blocks[0].size(), ra.kv_bytes_per_block(4));
+  EXPECT_EQ(b.import_prefix(run, blocks, 10.0), usable);
+  EXPECT_EQ(b.import_prefix(run, blocks, 10.0), usable);  // again: already cached
+  testing::Choice got = generate(b, 12), want = generate(c, 12);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.cached_tokens, usable * 4);  // started past the imported blocks
+  EXPECT_EQ(want.cached_tokens, 0);
+  // A block of the wrong size is refused and leaves nothing behind.
+  blocks[0].pop_back();
+  std::vector<int32_t> other(run.size(), 5);
+  EXPECT_THROW(b.import_prefix(other, blocks, 10.0), Error);
+  EXPECT_EQ(b.export_cached_prefix(other, usable, 10.0).size(), 0u);
 }
 
 }  // namespace
