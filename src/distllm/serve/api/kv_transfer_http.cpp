@@ -186,7 +186,12 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
   up.body = Json{{"prompt_token_ids", prompt}}.dump();
   int status = 0;
   std::string error_body;
-  wire::KvStreamDecoder decoder;
+  // Bounded by what this prompt can use (with room for a bigger model's blocks to
+  // reach the fingerprint check below and be refused by name).
+  wire::DecoderLimits limits;
+  limits.max_total_bytes = static_cast<size_t>(usable) * fingerprint_.block_bytes() * 8 + (size_t{1} << 20);
+  wire::KvStreamDecoder decoder(limits);
+  std::string mismatch;
   up.response_handler = [&](const httplib::Response& r) {
     status = r.status;
     return true;
@@ -197,9 +202,16 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
       return true;
     }
     bytes += static_cast<int64_t>(n);
-    return decoder.feed(std::string_view(data, n)) != wire::KvStreamDecoder::Status::kError;
+    if (decoder.feed(std::string_view(data, n)) == wire::KvStreamDecoder::Status::kError) return false;
+    // Another model's blocks are refused as soon as the header says so.
+    if (decoder.has_header() && mismatch.empty())
+      mismatch = wire::fingerprint_mismatch(fingerprint_, decoder.header().fingerprint);
+    return mismatch.empty();
   };
   httplib::Result r = cli.send(up);
+  if (!mismatch.empty())
+    throw Error(strprintf("KV transfer: %s serves another model or block size (%s): its blocks cannot be used here",
+                          prefill_url.c_str(), mismatch.c_str()));
   if (decoder.status() == wire::KvStreamDecoder::Status::kError) throw Error(decoder.error());
   if (!r) throw Error(strprintf("cannot reach %s: %s", prefill_url.c_str(), httplib::to_string(r.error()).c_str()));
   if (status != 200) throw Error(strprintf("%s answered HTTP %d: %s", prefill_url.c_str(), status, error_body.c_str()));
@@ -207,9 +219,6 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
     throw Error(strprintf("KV transfer: the stream from %s ended early (%zu blocks)", prefill_url.c_str(),
                           decoder.blocks().size()));
   const wire::KvHeader& h = decoder.header();
-  if (std::string m = wire::fingerprint_mismatch(fingerprint_, h.fingerprint); !m.empty())
-    throw Error(strprintf("KV transfer: %s serves another model or block size (%s): its blocks cannot be used here",
-                          prefill_url.c_str(), m.c_str()));
   DL_CHECK(h.num_blocks <= static_cast<uint32_t>(usable) &&
                std::equal(h.tokens.begin(), h.tokens.end(), prompt.begin()),
            "KV transfer: %s sent blocks for other tokens than this prompt's", prefill_url.c_str());
