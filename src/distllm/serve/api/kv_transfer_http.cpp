@@ -77,19 +77,11 @@ KvTransfer::KvTransfer(Engine& engine, KvTransferConfig config) : engine_(engine
 
 void KvTransfer::handle_prefill(const httplib::Request& req, httplib::Response& res) {
   prefill_requests_.fetch_add(1);
-  Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) return send_json_error(res, 400, "the body must be a JSON object");
-  auto it = body.find("prompt_token_ids");
-  if (it == body.end() || !it->is_array() || it->empty())
-    return send_json_error(res, 400, "'prompt_token_ids' must be a non-empty array of token ids");
   std::vector<int32_t> tokens;
-  tokens.reserve(it->size());
-  const int64_t vocab = fingerprint_.vocab_size;
-  for (const Json& t : *it) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
-      return send_json_error(res, 400, strprintf("'prompt_token_ids' must hold token ids in [0, %lld)",
-                                                 static_cast<long long>(vocab)));
-    tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  try {
+    tokens = wire::parse_prefill_request(req.body, fingerprint_.vocab_size);
+  } catch (const Error& e) {
+    return send_json_error(res, 400, e.what());
   }
   const int usable = usable_blocks(tokens.size());
   const size_t bs = fingerprint_.block_size;
@@ -183,7 +175,7 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
   up.path = kPrefillPath;
   up.headers.emplace("Content-Type", "application/json");
   if (!config_.api_key.empty()) up.headers.emplace("Authorization", "Bearer " + config_.api_key);
-  up.body = Json{{"prompt_token_ids", prompt}}.dump();
+  up.body = wire::encode_prefill_request(prompt);
   int status = 0;
   std::string error_body;
   // Bounded by what this prompt can use (with room for a bigger model's blocks to

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
 
@@ -241,6 +243,28 @@ KvStreamDecoder::Status KvStreamDecoder::feed(std::string_view bytes) {
   }
   buf_.erase(0, pos);
   return status_;
+}
+
+std::string encode_prefill_request(const std::vector<int32_t>& tokens) {
+  return nlohmann::json{{"prompt_token_ids", tokens}}.dump();
+}
+
+std::vector<int32_t> parse_prefill_request(std::string_view body, uint32_t vocab_size, uint32_t max_tokens) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error("the body must be a JSON object");
+  auto it = j.find("prompt_token_ids");
+  if (it == j.end() || !it->is_array() || it->empty())
+    throw Error("'prompt_token_ids' must be a non-empty array of token ids");
+  if (it->size() > max_tokens)
+    throw Error(strprintf("'prompt_token_ids' has %zu tokens, more than the limit of %u", it->size(), max_tokens));
+  std::vector<int32_t> tokens;
+  tokens.reserve(it->size());
+  for (const nlohmann::json& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= static_cast<int64_t>(vocab_size))
+      throw Error(strprintf("'prompt_token_ids' must hold token ids in [0, %u)", vocab_size));
+    tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return tokens;
 }
 
 KvHeader decode_all(std::string_view bytes, std::vector<std::string>& blocks, DecoderLimits limits) {

@@ -112,6 +112,13 @@ class KvStreamDecoder {
   std::vector<std::string> blocks_;
 };
 
+// The request body of POST /internal/kv/prefill: {"prompt_token_ids": [ids...]}.
+std::string encode_prefill_request(const std::vector<int32_t>& tokens);
+// Parses and checks it (a JSON object whose "prompt_token_ids" is a non-empty array
+// of at most max_tokens integers in [0, vocab_size)); throws distllm::Error naming
+// what is wrong.
+std::vector<int32_t> parse_prefill_request(std::string_view body, uint32_t vocab_size, uint32_t max_tokens = 1u << 22);
+
 // Decodes a complete transfer; throws distllm::Error on any problem.
 KvHeader decode_all(std::string_view bytes, std::vector<std::string>& blocks, DecoderLimits limits = {});
 
