@@ -181,6 +181,22 @@ TEST(ServeDisaggE2E, GreedyOutputsMatchColocatedAndBlocksArrive) {
       expected_blocks += (len - 1) / kBlockSize;
     }
   }
+  // Concurrent requests (batched decodes on the decode replica, concurrent pulls and
+  // prefills on the prefill replica) give the same outputs too.
+  {
+    std::vector<std::vector<int>> prompts;
+    std::vector<std::string> want, got(8);
+    for (int i = 0; i < 8; ++i) {
+      prompts.push_back(prompt_tokens(10 + 5 * i, 40 + i));
+      want.push_back(complete(colo.url(), request(prompts.back(), i % 2 == 1, 16)));
+      expected_blocks += (10 + 5 * i - 1) / kBlockSize;
+    }
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 8; ++i)
+      clients.emplace_back([&, i] { got[static_cast<size_t>(i)] = complete(router.url(), request(prompts[static_cast<size_t>(i)], i % 2 == 1, 16)); });
+    for (auto& t : clients) t.join();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "concurrent request " << i;
+  }
   expected_hit_tokens = expected_blocks * kBlockSize;
   const std::string d = decode.url();
   EXPECT_EQ(metric(d, "distllm:kv_transfer_fallbacks_total"), 0);
