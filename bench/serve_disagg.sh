@@ -6,7 +6,9 @@
 # against both: two `distllm bench serve` clients at once, one sending long prompts
 # with short generations (LONG_IN tokens in, 16 out), the other short prompts with
 # long generations (32 in, LONG_OUT out), each at RATE requests/s (Poisson).
-# Prints TTFT and ITL/TPOT percentiles per class for both setups.
+# A third setup is the disaggregated pair with `--kv-transfer-min-tokens MIN_TOKENS`
+# (256) on the decode replica: short prompts are computed there, without a pull.
+# Prints TTFT and ITL/TPOT percentiles per class for each setup.
 #   bash bench/serve_disagg.sh MODEL_DIR
 # Model: build/release/bin/serve_make_tiny_model /tmp/gpt2-tiny --preset gpt2-tiny
 set -euo pipefail
@@ -17,6 +19,7 @@ RATE=${RATE:-1}
 PROMPTS=${PROMPTS:-24}
 LONG_IN=${LONG_IN:-768}
 LONG_OUT=${LONG_OUT:-128}
+MIN_TOKENS=${MIN_TOKENS:-256}
 BASE=${BASE_PORT:-8410}
 OUT=${OUT_DIR:-/tmp/serve_disagg}
 mkdir -p "$OUT"
@@ -64,11 +67,22 @@ curl -sf "http://127.0.0.1:$((BASE + 4))/metrics" | grep -E '^distllm:(kv_transf
   > "$OUT/decode-metrics.txt" || true
 stop_all
 
+# Disaggregated, prompts under MIN_TOKENS computed on the decode replica (no pull).
+serve $((BASE + 5)) "$OUT/prefill-min.log" --role prefill
+serve $((BASE + 6)) "$OUT/decode-min.log" --role decode --kv-transfer-min-tokens "$MIN_TOKENS"
+wait_health $((BASE + 5)); wait_health $((BASE + 6))
+"$DISTLLM" route --port "$BASE" --replica http://127.0.0.1:$((BASE + 6)) --prefill http://127.0.0.1:$((BASE + 5)) \
+  > "$OUT/router-disagg-min.log" 2>&1 &
+pids+=($!)
+wait_health "$BASE"
+load disagg-min
+stop_all
+
 /usr/bin/python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
 print(f"{'setup':<14} {'class':<12} {'req/s':>6} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} {'TPOT p50':>9} {'out tok/s':>9} {'ok/failed':>9}")
-for setup in ("colocated", "disaggregated"):
+for setup in ("colocated", "disaggregated", "disagg-min"):
     for cls in ("long_prompt", "long_gen"):
         d = json.load(open(f"{out}/{setup}-{cls}.json"))
         print(f"{setup:<14} {cls:<12} {d['request_throughput']:6.2f} {d['median_ttft_ms']:9.1f} {d['p99_ttft_ms']:9.1f} "

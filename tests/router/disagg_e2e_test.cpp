@@ -240,6 +240,20 @@ TEST(ServeDisaggE2E, FallsBackWhenThePrefillReplicaIsGoneOrServesAnotherModel) {
   EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
 }
 
+TEST(ServeDisaggE2E, ShortPromptsBelowTheThresholdAreNotPulled) {
+  Proc colo, prefill, decode;
+  colo.start({});
+  prefill.start({"--role", "prefill"});
+  decode.start({"--role", "decode", "--kv-transfer-min-tokens", "16"});
+  RouterThread router({decode.url()}, {prefill.url()});
+  const std::vector<int> short_prompt = prompt_tokens(15, 50), long_prompt = prompt_tokens(16, 51);
+  EXPECT_EQ(complete(router.url(), request(short_prompt, false)), complete(colo.url(), request(short_prompt, false)));
+  EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_pulls_total"), 0);
+  EXPECT_EQ(complete(router.url(), request(long_prompt, true)), complete(colo.url(), request(long_prompt, true)));
+  EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_pulls_total"), 1);
+  EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_blocks_received_total"), 3);
+}
+
 TEST(ServeDisaggE2E, InternalEndpointNeedsTheApiKeyAndDecodeSendsIt) {
   Proc colo, prefill, decode;
   colo.start({});

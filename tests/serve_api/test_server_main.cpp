@@ -10,7 +10,7 @@
 //                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
 //                     [--tiny-model] [--tiny-layers 2] [--role both|prefill|decode]
-//                     [--kv-transfer-timeout 60]
+//                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0]
 //
 // --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,
 // fixed seed: every server process gets the same weights) instead of the test
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
     else if (a == "--tiny-layers") tiny_layers = std::atoi(next().c_str());
     else if (a == "--role") kvcfg.role = api::serve_role_from_name(next());
     else if (a == "--kv-transfer-timeout") kvcfg.timeout_s = std::atof(next().c_str());
+    else if (a == "--kv-transfer-min-tokens") kvcfg.min_prompt_tokens = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;

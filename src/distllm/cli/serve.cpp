@@ -95,6 +95,8 @@ int run_serve(Args& args) {
   const double kv_transfer_timeout = args.get_double(
       "kv-transfer-timeout", 60, "decode role: seconds a KV pull (remote prefill + transfer) may take before the "
                                  "prompt is computed here instead; prefill role: seconds a prefill may take");
+  const int kv_transfer_min_tokens = static_cast<int>(args.get_int(
+      "kv-transfer-min-tokens", 0, "decode role: prompts shorter than this are computed here, without a KV pull"));
   if (args.help_or_finish()) return 0;
   const serve::api::ServeRole role = serve::api::serve_role_from_name(role_name);
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
@@ -162,7 +164,7 @@ int run_serve(Args& args) {
   std::unique_ptr<serve::api::KvTransfer> kv_transfer;
   if (role != serve::api::ServeRole::kBoth) {
     kv_transfer = std::make_unique<serve::api::KvTransfer>(
-        engine, serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key});
+        engine, serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens});
     scfg.kv_transfer = kv_transfer.get();
     LOG_INFO("serve: role %s (KV blocks: %s)", serve::api::serve_role_name(role),
              kv_transfer->fingerprint().describe().c_str());

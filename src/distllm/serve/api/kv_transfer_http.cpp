@@ -58,6 +58,8 @@ const char* serve_role_name(ServeRole role) {
 
 KvTransfer::KvTransfer(Engine& engine, KvTransferConfig config) : engine_(engine), config_(std::move(config)) {
   DL_CHECK(config_.timeout_s > 0, "--kv-transfer-timeout must be positive, got %g", config_.timeout_s);
+  DL_CHECK(config_.min_prompt_tokens >= 0, "--kv-transfer-min-tokens must not be negative, got %d",
+           config_.min_prompt_tokens);
   const KvGeometry g = engine.runner().kv_geometry();
   fingerprint_.dtype = g.dtype;
   fingerprint_.block_size = static_cast<uint32_t>(engine.block_size());
@@ -221,6 +223,7 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
 
 int KvTransfer::pull(const std::string& prefill_url, const std::vector<int32_t>& prompt) {
   if (usable_blocks(prompt.size()) == 0) return 0;
+  if (static_cast<int64_t>(prompt.size()) < config_.min_prompt_tokens) return 0;
   pulls_.fetch_add(1);
   Timer t;
   int64_t bytes = 0;

@@ -43,6 +43,9 @@ struct KvTransferConfig {
   double timeout_s = 60;
   // Sent to the prefill replica as "Authorization: Bearer <key>" (its --api-key).
   std::string api_key;
+  // Decode role: prompts shorter than this are computed here without a pull (the
+  // round trip costs more than their prefill). 0: pull whenever a full block is usable.
+  int min_prompt_tokens = 0;
 };
 
 class KvTransfer {
