@@ -28,7 +28,7 @@ class PrefillPool {
   class Lease {
    public:
     Lease(ReplicaSet& set, int index) : set_(set), index_(index) { set_.on_start(index_); }
-    ~Lease() { set_.on_finish(index_, true); }
+    ~Lease() { set_.on_release(index_); }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     const std::string& url() const { return set_.url(index_); }
