@@ -9,6 +9,13 @@
 //                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
 //                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
+//                     [--tiny-model] [--tiny-layers 2] [--role both|prefill|decode]
+//                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0]
+//
+// --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,
+// fixed seed: every server process gets the same weights) instead of the test
+// runner, for prefill/decode disaggregation tests (--role, kv_transfer_http.h);
+// --tiny-layers changes its depth (a "different model" for mismatch tests).
 //
 // Prints "listening on <port>" once ready; shuts down gracefully on SIGTERM/SIGINT
 // (as `distllm serve`) and at once when stdin closes (so a test harness that dies
@@ -17,11 +24,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unistd.h>
 
+#include "distllm/base/parallel.h"
+#include "distllm/model/transformer.h"
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/kv_transfer_http.h"
+#include "distllm/serve/inference_runner.h"
 #include "distllm/serve/api/shutdown_signals.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
@@ -42,6 +54,9 @@ int main(int argc, char** argv) {
   scfg.model_name = "test-model";
   std::string model_dir;
   double drain_timeout = 30;
+  bool tiny_model = false;
+  int tiny_layers = 2;
+  api::KvTransferConfig kvcfg;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -71,6 +86,11 @@ int main(int argc, char** argv) {
     else if (a == "--keep-alive-timeout") scfg.keep_alive_timeout_s = std::atof(next().c_str());
     else if (a == "--max-connections") scfg.max_connections = std::atoi(next().c_str());
     else if (a == "--max-connections-per-ip") scfg.max_connections_per_ip = std::atoi(next().c_str());
+    else if (a == "--tiny-model") tiny_model = true;
+    else if (a == "--tiny-layers") tiny_layers = std::atoi(next().c_str());
+    else if (a == "--role") kvcfg.role = api::serve_role_from_name(next());
+    else if (a == "--kv-transfer-timeout") kvcfg.timeout_s = std::atof(next().c_str());
+    else if (a == "--kv-transfer-min-tokens") kvcfg.min_prompt_tokens = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -78,9 +98,33 @@ int main(int argc, char** argv) {
   }
   try {
     testing::ByteCodec codec;
-    testing::TestRunner runner(ropt);
+    testing::TestRunner test_runner(ropt);
+    std::unique_ptr<InferenceRunner> inference;
+    if (tiny_model) {
+      distllm::set_num_threads(1);
+      distllm::ModelConfig c;
+      c.family = distllm::ModelFamily::kGpt2;
+      c.vocab_size = 257;
+      c.n_layer = tiny_layers;
+      c.n_head = 4;
+      c.n_kv_head = 4;
+      c.n_embd = 32;
+      c.max_position = ropt.max_context < 256 ? ropt.max_context : 256;
+      c.tie_embeddings = true;
+      c.normalize();
+      auto m = std::make_shared<distllm::Transformer>(c);
+      m->init_weights(11);
+      inference = std::make_unique<InferenceRunner>(m);
+    }
+    ModelRunner& runner = inference ? static_cast<ModelRunner&>(*inference) : test_runner;
     ServeMetrics metrics(scfg.model_name);
     Engine engine(runner, codec, cfg, metrics);
+    std::unique_ptr<api::KvTransfer> kv_transfer;
+    if (kvcfg.role != api::ServeRole::kBoth) {
+      kvcfg.api_key = scfg.api_key;
+      kv_transfer = std::make_unique<api::KvTransfer>(engine, kvcfg);
+      scfg.kv_transfer = kv_transfer.get();
+    }
     ChatFormatter chat = model_dir.empty() ? ChatFormatter::default_format() : ChatFormatter::for_model_dir(model_dir);
     api::ApiServer server(engine, chat, metrics, scfg);
     int port = server.bind();

@@ -32,6 +32,9 @@ void on_signal(int) { g_stop.store(true); }  // only a flag: a watcher thread st
 int run_route(Args& args) {
   router::RouterConfig c;
   c.replicas = args.get_list("replica", "a replica's base URL, http://host:port (repeatable)");
+  c.prefill_replicas = args.get_list(
+      "prefill", "a prefill replica's base URL (repeatable; `distllm serve --role prefill`): the --replica URLs are then "
+                 "decode replicas (`--role decode`) told where to pull each prompt's KV blocks from");
   c.policy = args.get_string("policy", "least_outstanding",
                              "round_robin | least_outstanding | power_of_two | consistent_hash | cache_aware");
   const std::vector<std::string> splits = args.get_list(
@@ -84,6 +87,7 @@ int run_route(Args& args) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("route: %zu replicas, policy %s", c.replicas.size(), c.policy.c_str());
+  if (!c.prefill_replicas.empty()) LOG_INFO("route: %zu prefill replicas (prefill/decode disaggregation)", c.prefill_replicas.size());
   std::printf("listening on http://%s:%d\n", c.host.c_str(), port);
   std::fflush(stdout);
   std::atomic<bool> done{false};

@@ -18,6 +18,7 @@
 #include "distllm/cli/model_flags.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
+#include "distllm/serve/api/kv_transfer_http.h"
 #include "distllm/serve/api/shutdown_signals.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
@@ -102,7 +103,18 @@ int run_serve(Args& args) {
   std::string watch_checkpoints = args.get_string(
       "watch-checkpoints", "",
       "reload from the newest checkpoint of this training --checkpoint-dir instead of --model DIR (implies --watch)");
+  const std::string role_name = args.get_string(
+      "role", "both",
+      "both (co-located), prefill (serves POST /internal/kv/prefill: prompts' KV blocks for decode replicas) or "
+      "decode (pulls a prompt's KV from the replica named by the X-KV-Prefill-From header, see `distllm route "
+      "--prefill`)");
+  const double kv_transfer_timeout = args.get_double(
+      "kv-transfer-timeout", 60, "decode role: seconds a KV pull (remote prefill + transfer) may take before the "
+                                 "prompt is computed here instead; prefill role: seconds a prefill may take");
+  const int kv_transfer_min_tokens = static_cast<int>(args.get_int(
+      "kv-transfer-min-tokens", 0, "decode role: prompts shorter than this are computed here, without a KV pull"));
   if (args.help_or_finish()) return 0;
+  const serve::api::ServeRole role = serve::api::serve_role_from_name(role_name);
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
@@ -196,6 +208,16 @@ int run_serve(Args& args) {
   }
   serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics, rcfg, loaded_signature);
   scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
+  std::unique_ptr<serve::api::KvTransfer> kv_transfer;
+  if (role != serve::api::ServeRole::kBoth) {
+    // Exports and imports go to the engine serving now (a reload swaps it).
+    kv_transfer = std::make_unique<serve::api::KvTransfer>(
+        engine, [&engine] { return engine.current(); },
+        serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens});
+    scfg.kv_transfer = kv_transfer.get();
+    LOG_INFO("serve: role %s (KV blocks: %s)", serve::api::serve_role_name(role),
+             kv_transfer->fingerprint().describe().c_str());
+  }
   serve::api::ApiServer server(engine, chat, metrics, scfg);
   int port = server.bind();
   if (watch) reloader.start_watching(watch_interval);

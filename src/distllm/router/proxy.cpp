@@ -14,6 +14,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/router/prefill_pool.h"
 #include "distllm/router/stream_pipe.h"
 
 namespace distllm::router {
@@ -65,6 +66,7 @@ struct Router::Impl {
   ReplicaSet replicas;
   std::unique_ptr<RoutingPolicy> policy;
   ModelRoutes routes;
+  std::unique_ptr<PrefillPool> prefill;  // set with --prefill
   httplib::Server server;
   std::mutex model_mu;
   std::map<std::string, int64_t> model_requests;  // by the model forwarded to
@@ -79,6 +81,7 @@ struct Router::Impl {
         policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))),
         routes(config.splits) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
+    if (!config.prefill_replicas.empty()) prefill = std::make_unique<PrefillPool>(config.prefill_replicas, config.replica);
     server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     server.set_payload_max_length(config.max_body_bytes);
     server.set_tcp_nodelay(true);  // no Nagle wait between a response's head and body
@@ -171,6 +174,8 @@ struct Router::Impl {
     if (request_id.empty()) request_id = new_request_id();
     httplib::Headers headers = {{"X-Request-Id", request_id}};
     res.set_header("X-Request-Id", request_id);
+    // Held until the request ends (the pump thread holds it for a stream).
+    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(headers);
     Target target{path, payload, headers, key, model};
     if (!stream) {
       forward(target, res);
@@ -180,7 +185,7 @@ struct Router::Impl {
     // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
     auto started = std::make_shared<Timer>();
     auto pipe = std::make_shared<StreamPipe>();
-    auto pump = std::make_shared<std::thread>([this, pipe, target] {
+    auto pump = std::make_shared<std::thread>([this, pipe, target, prefill_lease] {
       forward_stream(target, *pipe);
       pipe->finish();
     });
@@ -258,6 +263,15 @@ struct Router::Impl {
     replicas.set_draining(i, drain);
     LOG_INFO("route: %s %s", drain ? "draining" : "undrained", replicas.url(i).c_str());
     res.set_content(Json{{"replicas", replicas_json()}}.dump(), "application/json");
+  }
+
+  // Disaggregation: names the prefill replica the decode replica pulls the
+  // prompt's KV from (none when no prefill replica is ready or none is configured).
+  std::shared_ptr<PrefillPool::Lease> name_prefill_replica(httplib::Headers& headers) {
+    if (!prefill) return nullptr;
+    std::shared_ptr<PrefillPool::Lease> lease = prefill->acquire();
+    if (lease) headers.emplace(kPrefillFromHeader, lease->url());
+    return lease;
   }
 
   // Picks a replica no earlier attempt used; -1 when none is left.
@@ -408,7 +422,14 @@ struct Router::Impl {
     out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
            "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
            "# TYPE distllm_router_replica_breaker gauge\n";
-    for (const ReplicaStatus& s : replicas.status()) {
+    std::vector<ReplicaStatus> all = replicas.status();
+    if (prefill) {
+      for (ReplicaStatus s : prefill->replicas().status()) {
+        s.url += " (prefill)";
+        all.push_back(std::move(s));
+      }
+    }
+    for (const ReplicaStatus& s : all) {
       const char* u = s.url.c_str();
       out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
       out += strprintf("distllm_router_replica_draining{replica=\"%s\"} %d\n", u, s.draining ? 1 : 0);
@@ -440,6 +461,7 @@ int Router::bind() {
 
 void Router::serve() {
   impl_->replicas.start();
+  if (impl_->prefill) impl_->prefill->start();
   impl_->server.listen_after_bind();
 }
 
@@ -447,6 +469,7 @@ void Router::stop() {
   if (!impl_) return;
   impl_->server.stop();
   impl_->replicas.stop();
+  if (impl_->prefill) impl_->prefill->stop();
 }
 
 ReplicaSet& Router::replicas() { return impl_->replicas; }

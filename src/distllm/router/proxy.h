@@ -34,6 +34,9 @@ struct RouterConfig {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port
   std::vector<std::string> replicas;
+  // Prefill replicas (prefill/decode disaggregation, prefill_pool.h): when given,
+  // `replicas` are decode replicas and each request names a prefill replica to them.
+  std::vector<std::string> prefill_replicas;
   std::string policy = "least_outstanding";
   Splits splits;                       // weighted model aliases (model_routes.h)
   std::string api_key;                 // non-empty: /v1/* needs "Authorization: Bearer <key>"

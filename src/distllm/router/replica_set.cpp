@@ -180,6 +180,13 @@ void ReplicaSet::on_finish(int i, bool ok) {
   if (!ok) r.ready = r.consecutive_failures < options_.failure_threshold && r.ready;
 }
 
+void ReplicaSet::on_release(int i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = replicas_[static_cast<size_t>(i)];
+  --r.outstanding;
+  r.probe_in_flight = false;
+}
+
 void ReplicaSet::set_draining(int i, bool draining) {
   std::lock_guard<std::mutex> lock(mu_);
   replicas_[static_cast<size_t>(i)].draining = draining;

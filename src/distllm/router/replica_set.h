@@ -69,6 +69,9 @@ class ReplicaSet {
   // Bookkeeping around one forwarded request.
   void on_start(int i);
   void on_finish(int i, bool ok);  // ok = a response that is not a 5xx
+  // Ends a use whose outcome the router cannot judge (a prefill replica named to a
+  // decode replica): only the in-flight count changes, the breaker is left alone.
+  void on_release(int i);
   void set_draining(int i, bool draining);
   std::vector<ReplicaStatus> status() const;
   // The union of every ready replica's models (by id).

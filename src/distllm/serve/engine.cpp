@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <random>
 
 #include "distllm/base/log.h"
@@ -65,6 +66,11 @@ bool OutputQueue::pop_all(std::vector<OutputDelta>& out, double timeout_seconds)
   pending_.clear();
   return true;
 }
+
+struct Engine::Task {
+  std::function<void()> fn;
+  std::promise<void> done;
+};
 
 struct Engine::RequestState {
   Sequence seq;
@@ -313,15 +319,82 @@ void Engine::publish_stats() {
   if (idle) idle_.notify_all();
 }
 
+void Engine::run_on_loop(std::function<void()> fn, double timeout_seconds) {
+  auto task = std::make_shared<Task>();
+  task->fn = std::move(fn);
+  std::future<void> done = task->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!alive_) throw RequestError(503, "the engine is not running");
+    tasks_.push_back(task);
+  }
+  wake_.notify_all();
+  if (done.wait_for(std::chrono::duration<double>(timeout_seconds)) != std::future_status::ready) {
+    throw RequestError(503, strprintf("the engine did not answer within %g s", timeout_seconds));
+  }
+  try {
+    done.get();
+  } catch (const std::future_error&) {
+    throw RequestError(503, "the engine stopped");
+  }
+}
+
+std::vector<std::string> Engine::export_cached_prefix(std::vector<int32_t> tokens, int max_blocks,
+                                                      double timeout_seconds) {
+  auto toks = std::make_shared<std::vector<int32_t>>(std::move(tokens));
+  auto out = std::make_shared<std::vector<std::string>>();
+  run_on_loop(
+      [this, toks, out, max_blocks] {
+        std::vector<int32_t> blocks = kv_.cached_prefix_blocks(*toks);
+        if (blocks.size() > static_cast<size_t>(std::max(0, max_blocks))) blocks.resize(static_cast<size_t>(std::max(0, max_blocks)));
+        const size_t bytes = runner_.kv_bytes_per_block(config_.block_size);
+        for (int32_t b : blocks) {
+          std::string data(bytes, '\0');
+          runner_.read_kv_block(b, data.data());
+          out->push_back(std::move(data));
+        }
+      },
+      timeout_seconds);
+  return std::move(*out);
+}
+
+int Engine::import_prefix(std::vector<int32_t> tokens, std::vector<std::string> blocks, double timeout_seconds) {
+  auto toks = std::make_shared<std::vector<int32_t>>(std::move(tokens));
+  auto data = std::make_shared<std::vector<std::string>>(std::move(blocks));
+  auto cached = std::make_shared<int>(0);
+  run_on_loop(
+      [this, toks, data, cached] {
+        const size_t bytes = runner_.kv_bytes_per_block(config_.block_size);
+        for (const std::string& b : *data)
+          DL_CHECK(b.size() == bytes, "KV block of %zu bytes, this model's take %zu", b.size(), bytes);
+        *cached = kv_.import_prefix(*toks, static_cast<int>(data->size()), [&](int i, int32_t block) {
+          runner_.write_kv_block(block, (*data)[static_cast<size_t>(i)].data());
+        });
+        if (config_.check_invariants) kv_.check_invariants();
+      },
+      timeout_seconds);
+  return *cached;
+}
+
 void Engine::take_in() {
   std::vector<std::unique_ptr<RequestState>> incoming;
   std::vector<uint64_t> aborts;
   std::optional<std::string> abort_all_reason;
+  std::vector<std::shared_ptr<Task>> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(incoming_);
     aborts.swap(aborts_);
     abort_all_reason.swap(abort_all_reason_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) {
+    try {
+      task->fn();
+      task->done.set_value();
+    } catch (...) {
+      task->done.set_exception(std::current_exception());
+    }
   }
   for (auto& st : incoming) {
     RequestState* raw = st.get();
@@ -613,7 +686,8 @@ void Engine::loop() {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!stop_ && incoming_.empty() && aborts_.empty() && !abort_all_reason_ && !scheduler_.has_work()) {
+        if (!stop_ && incoming_.empty() && aborts_.empty() && !abort_all_reason_ && tasks_.empty() &&
+            !scheduler_.has_work()) {
           wake_.wait_for(lock, std::chrono::milliseconds(100));
         }
         if (stop_) break;
@@ -631,6 +705,7 @@ void Engine::loop() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& st : incoming_) requests_.emplace(st->seq.id, std::move(st));
     incoming_.clear();
+    tasks_.clear();  // their waiters hear "the engine stopped"
   }
   std::vector<uint64_t> ids;
   for (auto& [id, st] : requests_) ids.push_back(id);

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -192,8 +193,27 @@ class Engine : public EngineClient {
   // Blocks until no request is in the engine (or the timeout passes). For tests.
   bool wait_idle(double timeout_seconds) override;
 
+  // KV transfer (prefill/decode disaggregation, kv_transfer/). Both run on the
+  // engine thread between steps while the caller waits up to `timeout_seconds`;
+  // they throw RequestError(503) when the engine is not running or does not answer
+  // in time, and distllm::Error when the runner cannot move blocks.
+  // Copies the K/V of the longest cached prefix of `tokens` (whole blocks, at most
+  // `max_blocks`): one string of runner.kv_bytes_per_block(block_size) bytes each.
+  std::vector<std::string> export_cached_prefix(std::vector<int32_t> tokens, int max_blocks, double timeout_seconds);
+  // Writes blocks[i] as the K/V of tokens[i*B, (i+1)*B) into free blocks and puts
+  // them in the prefix cache (KvCacheManager::import_prefix), so a request with
+  // this prompt then starts past them. Returns how many leading blocks of `tokens`
+  // are cached afterwards (0 with the prefix cache off).
+  int import_prefix(std::vector<int32_t> tokens, std::vector<std::string> blocks, double timeout_seconds);
+  const ModelRunner& runner() const { return runner_; }
+
  private:
   struct RequestState;
+  struct Task;
+  // Runs `fn` on the engine thread at the start of a step and waits for it
+  // (rethrowing what it threw). `fn` must own what it uses: after a timeout it may
+  // still run.
+  void run_on_loop(std::function<void()> fn, double timeout_seconds);
 
   void loop();
   void step();
@@ -234,6 +254,7 @@ class Engine : public EngineClient {
   std::vector<std::unique_ptr<RequestState>> incoming_;
   std::vector<uint64_t> aborts_;
   std::optional<std::string> abort_all_reason_;
+  std::vector<std::shared_ptr<Task>> tasks_;
   // Requests admitted by submit() and not yet finished (incoming, waiting or
   // running). Admission checks and bumps it under one lock, so a burst of
   // submitters cannot all see room for themselves.

@@ -1,5 +1,7 @@
 #include "distllm/serve/inference_runner.h"
 
+#include <cstring>
+
 #include "distllm/base/error.h"
 
 namespace distllm::serve {
@@ -9,7 +11,7 @@ InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType
 
 KvGeometry InferenceRunner::kv_geometry() const {
   const ModelConfig& c = model_.config();
-  return {c.n_layer, c.n_kv_head, c.head_dim, 4};
+  return {c.n_layer, c.n_kv_head, c.head_dim, 4, DType::kF32};
 }
 
 size_t InferenceRunner::kv_bytes_per_block(int block_size) const {
@@ -35,6 +37,45 @@ void InferenceRunner::execute(const std::vector<SequenceChunk>& batch, std::vect
     chunks_.push_back(ic);
   }
   model_.forward(chunks_, *cache_, logits);
+}
+
+namespace {
+
+// Where block `block`'s rows start in one layer's K or V storage, and how many floats they take.
+struct BlockSpan {
+  int64_t offset, floats;
+};
+
+BlockSpan block_span(const PagedKvCache& cache, int32_t block) {
+  DL_CHECK(block >= 0 && block < cache.num_blocks(), "KV block %d is outside [0, %d)", block, cache.num_blocks());
+  const int64_t floats = static_cast<int64_t>(cache.block_size()) * cache.kv_dim();
+  return {static_cast<int64_t>(block) * floats, floats};
+}
+
+}  // namespace
+
+void InferenceRunner::read_kv_block(int32_t block, void* out) const {
+  DL_CHECK(cache_ != nullptr, "read_kv_block before allocate_kv");
+  const BlockSpan s = block_span(*cache_, block);
+  char* dst = static_cast<char*>(out);
+  const size_t bytes = static_cast<size_t>(s.floats) * sizeof(float);
+  for (int l = 0; l < model_.config().n_layer; ++l) {
+    std::memcpy(dst, cache_->k_layer(l) + s.offset, bytes);
+    std::memcpy(dst + bytes, cache_->v_layer(l) + s.offset, bytes);
+    dst += 2 * bytes;
+  }
+}
+
+void InferenceRunner::write_kv_block(int32_t block, const void* in) {
+  DL_CHECK(cache_ != nullptr, "write_kv_block before allocate_kv");
+  const BlockSpan s = block_span(*cache_, block);
+  const char* src = static_cast<const char*>(in);
+  const size_t bytes = static_cast<size_t>(s.floats) * sizeof(float);
+  for (int l = 0; l < model_.config().n_layer; ++l) {
+    std::memcpy(cache_->k_layer(l) + s.offset, src, bytes);
+    std::memcpy(cache_->v_layer(l) + s.offset, src + bytes, bytes);
+    src += 2 * bytes;
+  }
 }
 
 }  // namespace distllm::serve

@@ -21,6 +21,8 @@ class InferenceRunner : public ModelRunner {
   int vocab_size() const override { return model_.config().vocab_size; }
   int max_context() const override { return model_.config().max_position; }
   void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) override;
+  void read_kv_block(int32_t block, void* out) const override;
+  void write_kv_block(int32_t block, const void* in) override;
 
  private:
   InferenceModel model_;

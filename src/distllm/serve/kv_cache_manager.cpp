@@ -1,5 +1,6 @@
 #include "distllm/serve/kv_cache_manager.h"
 
+#include <algorithm>
 #include <map>
 
 #include "distllm/base/error.h"
@@ -62,6 +63,41 @@ void KvCacheManager::cache_computed(uint64_t seq_id, std::span<const int32_t> to
   if (full <= seq.offered) return;
   cache_->insert(tokens.first(full * static_cast<size_t>(block_size_)), std::span(seq.table).first(full));
   seq.offered = full;
+}
+
+std::vector<int32_t> KvCacheManager::cached_prefix_blocks(std::span<const int32_t> tokens) {
+  if (!cache_) return {};
+  return cache_->match(tokens);
+}
+
+int KvCacheManager::import_prefix(std::span<const int32_t> tokens, int num_blocks,
+                                  const std::function<void(int index, int32_t block)>& write) {
+  if (!cache_ || num_blocks <= 0) return 0;
+  const size_t b = static_cast<size_t>(block_size_);
+  const size_t n = std::min(static_cast<size_t>(num_blocks), tokens.size() / b);
+  const std::span<const int32_t> run = tokens.first(n * b);
+  std::vector<int32_t> blocks = cache_->match(run);
+  for (int32_t blk : blocks) pool_.incref(blk);  // pinned while evicting below
+  const size_t have = blocks.size();
+  size_t need = n - have;
+  if (static_cast<size_t>(pool_.num_free()) < need && pool_.num_evictable() > 0) {
+    cache_->evict(static_cast<int>(need - static_cast<size_t>(pool_.num_free())));
+  }
+  need = std::min(need, static_cast<size_t>(pool_.num_free()));
+  try {
+    for (size_t i = 0; i < need; ++i) {
+      int32_t blk = pool_.allocate();
+      DL_ASSERT(blk >= 0);
+      blocks.push_back(blk);
+      write(static_cast<int>(have + i), blk);
+    }
+  } catch (...) {
+    for (int32_t blk : blocks) pool_.decref(blk);
+    throw;
+  }
+  cache_->insert(run.first(blocks.size() * b), blocks);
+  for (int32_t blk : blocks) pool_.decref(blk);  // the prefix cache holds them now
+  return static_cast<int>(blocks.size());
 }
 
 void KvCacheManager::free(uint64_t seq_id) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -54,6 +55,18 @@ class KvCacheManager {
   // Offers the sequence's full blocks of computed tokens (tokens[0, num_computed))
   // to the prefix cache. No-op when the cache is off.
   void cache_computed(uint64_t seq_id, std::span<const int32_t> tokens, int64_t num_computed);
+
+  // KV transfer (prefill/decode disaggregation). Blocks of the longest cached prefix
+  // of `tokens` (whole blocks), not pinned: valid until the next allocation or eviction.
+  std::vector<int32_t> cached_prefix_blocks(std::span<const int32_t> tokens);
+  // Makes the first `num_blocks` full blocks of `tokens` cached: blocks already in
+  // the prefix cache are kept, each missing one gets a free block (evicting idle
+  // cached ones if needed) that `write(i, block)` fills with the K/V of block i, and
+  // the run is inserted into the prefix cache (which then holds it alone). Stops at
+  // the first block there is no room for. Returns how many leading blocks of
+  // `tokens` are cached afterwards. Returns 0 when the cache is off.
+  int import_prefix(std::span<const int32_t> tokens, int num_blocks,
+                    const std::function<void(int index, int32_t block)>& write);
 
   // Drops every block the sequence holds (cached ones stay in the prefix cache).
   void free(uint64_t seq_id);

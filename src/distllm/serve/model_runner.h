@@ -26,6 +26,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "distllm/base/error.h"
+#include "distllm/tensor/dtype.h"
+
 namespace distllm::serve {
 
 struct KvGeometry {
@@ -33,6 +36,7 @@ struct KvGeometry {
   int num_kv_heads = 0;
   int head_dim = 0;
   int dtype_bytes = 4;  // bytes per stored K or V element (fp32 today)
+  DType dtype = DType::kF32;  // the stored element type (dtype_bytes == dtype_size(dtype))
 
   // K and V for one token across all layers.
   size_t bytes_per_token() const {
@@ -76,6 +80,21 @@ class ModelRunner {
   // its sequence's tokens up to that position, not on the batch or the chunking.
   // Throws distllm::Error on failure; the engine then fails that batch's requests.
   virtual void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) = 0;
+
+  // KV transfer (prefill/decode disaggregation): copies one physical block's K/V
+  // out of / into the storage, kv_bytes_per_block(block_size) bytes laid out as the
+  // wire format's block payload (kv_transfer/wire.h): for each layer, K then V, each
+  // [block_size][num_kv_heads][head_dim] elements of kv_geometry().dtype. Called on
+  // the engine thread between steps. Runners without it throw distllm::Error.
+  virtual void read_kv_block(int32_t block, void* out) const;
+  virtual void write_kv_block(int32_t block, const void* in);
 };
+
+inline void ModelRunner::read_kv_block(int32_t, void*) const {
+  throw Error("this model runner cannot export KV blocks");
+}
+inline void ModelRunner::write_kv_block(int32_t, const void*) {
+  throw Error("this model runner cannot import KV blocks");
+}
 
 }  // namespace distllm::serve

@@ -1,5 +1,7 @@
 #include "distllm/serve/api/http_server.h"
 
+#include "distllm/serve/api/kv_transfer_http.h"
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -207,8 +209,15 @@ class Server {
       }
     });
     svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+      std::string text = metrics_.render();
+      if (config_.kv_transfer) text += config_.kv_transfer->render_metrics(config_.model_name);
+      res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
     });
+    if (config_.kv_transfer && config_.kv_transfer->role() == ServeRole::kPrefill) {
+      svr_.Post(kPrefillPath, [this](const httplib::Request& req, httplib::Response& res) {
+        config_.kv_transfer->handle_prefill(req, res);
+      });
+    }
     svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       Json model = {{"id", config_.model_name},
                     {"object", "model"},
@@ -268,10 +277,12 @@ class Server {
  private:
   static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
 
-  // With --api-key every /v1/ and /admin/ route needs it; /health and /metrics stay
-  // open. Without a key everything is open (as the rest of the API).
+  // With --api-key every /v1/, /admin/ and /internal/ route needs it; /health and
+  // /metrics stay open. Without a key everything is open (as the rest of the API).
   bool authorized(const std::string& path, const std::string& authorization) const {
-    if (config_.api_key.empty() || (path.rfind("/v1/", 0) != 0 && path.rfind("/admin/", 0) != 0)) return true;
+    if (config_.api_key.empty() ||
+        (path.rfind("/v1/", 0) != 0 && path.rfind("/admin/", 0) != 0 && path.rfind("/internal/", 0) != 0))
+      return true;
     return constant_time_equal(authorization, "Bearer " + config_.api_key);
   }
 
@@ -421,11 +432,24 @@ class Server {
     gen.text_bytes.assign(n, 0);
     gen.errors.assign(n, "");
     gen.socket_fd = HttpFront::current_socket();
+    pull_prefill_kv(req, reqs);
     try {
       gen.ids = engine_.submit(std::move(reqs), gen.queue);
     } catch (const RequestError& e) {
       const char* code = e.status() == 429 ? "rate_limit_exceeded" : e.status() == 503 ? "engine_unavailable" : "invalid_request_error";
       throw ApiError(e.status(), e.what(), "", code);
+    }
+  }
+
+  // Decode role: the prompts' KV comes from the prefill replica the router named
+  // (a failure there only means the prompt is computed here).
+  void pull_prefill_kv(const httplib::Request& req, const std::vector<GenerationRequest>& reqs) {
+    if (!config_.kv_transfer || config_.kv_transfer->role() != ServeRole::kDecode) return;
+    const std::string from = req.get_header_value(kPrefillFromHeader);
+    if (from.empty()) return;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (i > 0 && reqs[i].prompt == reqs[i - 1].prompt) continue;  // the n choices of one prompt
+      config_.kv_transfer->pull(from, reqs[i].prompt);
     }
   }
 

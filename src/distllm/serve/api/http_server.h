@@ -3,6 +3,7 @@
 //   POST /v1/completions, POST /v1/chat/completions   (streaming SSE or not)
 //   GET  /v1/models, GET /health, GET /metrics
 //   POST /admin/reload   (when the server can reload its model: ApiServerConfig::reload)
+//   POST /internal/kv/prefill                          (--role prefill, kv_transfer_http.h)
 //
 // Connections are accepted and requests read by the front (http_front.h: one
 // event thread, read deadlines, connection caps, framing checks); each complete
@@ -27,6 +28,8 @@
 
 namespace distllm::serve::api {
 
+class KvTransfer;  // kv_transfer_http.h
+
 struct ApiServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (see ApiServer::bind)
@@ -46,6 +49,10 @@ struct ApiServerConfig {
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   // POST /admin/reload calls this (and waits for it); unset: the route is 404.
   std::function<ReloadOutcome()> reload;
+  // Prefill/decode disaggregation (kv_transfer_http.h); nullptr or role both: off.
+  // A prefill role serves POST /internal/kv/prefill; a decode role honours the
+  // X-KV-Prefill-From header of completion and chat requests. Not owned.
+  KvTransfer* kv_transfer = nullptr;
 };
 
 class ApiServer {

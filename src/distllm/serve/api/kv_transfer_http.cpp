@@ -1,0 +1,308 @@
+#include "distllm/serve/api/kv_transfer_http.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "distllm/base/error.h"
+#include "distllm/base/log.h"
+#include "distllm/base/strings.h"
+#include "distllm/base/timer.h"
+
+namespace distllm::serve::api {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace wire = kv_transfer;
+
+void send_json_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
+  res.set_content(Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", "kv_prefill_failed"}}}}
+                      .dump(-1, ' ', false, Json::error_handler_t::replace),
+                  "application/json");
+}
+
+std::string escape_label(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+ServeRole serve_role_from_name(std::string_view name) {
+  if (name == "both") return ServeRole::kBoth;
+  if (name == "prefill") return ServeRole::kPrefill;
+  if (name == "decode") return ServeRole::kDecode;
+  throw Error(strprintf("--role must be both, prefill or decode, got '%.*s'", static_cast<int>(name.size()), name.data()));
+}
+
+const char* serve_role_name(ServeRole role) {
+  switch (role) {
+    case ServeRole::kPrefill: return "prefill";
+    case ServeRole::kDecode: return "decode";
+    case ServeRole::kBoth: break;
+  }
+  return "both";
+}
+
+KvTransfer::KvTransfer(Engine& engine, KvTransferConfig config)
+    : KvTransfer(engine, [&engine] { return std::shared_ptr<Engine>(&engine, [](Engine*) {}); }, std::move(config)) {}
+
+KvTransfer::KvTransfer(EngineClient& client, EngineProvider engine, KvTransferConfig config)
+    : client_(client), engine_(std::move(engine)), config_(std::move(config)) {
+  DL_CHECK(config_.timeout_s > 0, "--kv-transfer-timeout must be positive, got %g", config_.timeout_s);
+  DL_CHECK(config_.min_prompt_tokens >= 0, "--kv-transfer-min-tokens must not be negative, got %d",
+           config_.min_prompt_tokens);
+  const std::shared_ptr<Engine> e = this->engine();
+  const kv_transfer::KvFingerprint fp = fingerprint();
+  DL_CHECK(fp.block_bytes() == e->runner().kv_bytes_per_block(e->block_size()),
+           "the model runner's KV block (%zu bytes) does not match its geometry (%s: %zu bytes)",
+           e->runner().kv_bytes_per_block(e->block_size()), fp.describe().c_str(), fp.block_bytes());
+  if (config_.role != ServeRole::kBoth) {
+    DL_CHECK(e->config().enable_prefix_cache, "--role %s needs the prefix cache (drop --no-prefix-cache)",
+             serve_role_name(config_.role));
+  }
+}
+
+std::shared_ptr<Engine> KvTransfer::engine() const {
+  std::shared_ptr<Engine> e = engine_();
+  if (!e) throw RequestError(503, "no model is loaded yet");
+  return e;
+}
+
+kv_transfer::KvFingerprint KvTransfer::fingerprint() const {
+  const std::shared_ptr<Engine> e = engine();
+  const KvGeometry g = e->runner().kv_geometry();
+  kv_transfer::KvFingerprint fp;
+  fp.dtype = g.dtype;
+  fp.block_size = static_cast<uint32_t>(e->block_size());
+  fp.num_layers = static_cast<uint32_t>(g.num_layers);
+  fp.num_kv_heads = static_cast<uint32_t>(g.num_kv_heads);
+  fp.head_dim = static_cast<uint32_t>(g.head_dim);
+  fp.vocab_size = static_cast<uint32_t>(e->runner().vocab_size());
+  return fp;
+}
+
+void KvTransfer::handle_prefill(const httplib::Request& req, httplib::Response& res) {
+  prefill_requests_.fetch_add(1);
+  kv_transfer::KvFingerprint fp;
+  try {
+    fp = fingerprint();
+  } catch (const RequestError& e) {
+    return send_json_error(res, e.status(), e.what());
+  }
+  std::vector<int32_t> tokens;
+  try {
+    tokens = wire::parse_prefill_request(req.body, fp.vocab_size);
+  } catch (const Error& e) {
+    return send_json_error(res, 400, e.what());
+  }
+  const int usable = usable_blocks(tokens.size(), fp.block_size);
+  const size_t bs = fp.block_size;
+  std::vector<std::string> blocks;
+  if (usable > 0) {
+    // A one-token greedy request over the usable blocks plus one token: when it
+    // finishes, the prefix cache holds those blocks.
+    GenerationRequest g;
+    g.prompt.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(usable) * bs + 1));
+    g.max_tokens = 1;
+    g.sampling.temperature = 0;
+    g.seed = 0;
+    g.ignore_eos = true;
+    auto queue = std::make_shared<OutputQueue>();
+    std::vector<uint64_t> ids;
+    try {
+      std::vector<GenerationRequest> reqs;
+      reqs.push_back(std::move(g));
+      ids = client_.submit(std::move(reqs), queue);
+    } catch (const RequestError& e) {
+      return send_json_error(res, e.status(), e.what());
+    }
+    Timer t;
+    std::vector<OutputDelta> deltas;
+    FinishReason finish = FinishReason::kNone;
+    std::string error;
+    while (finish == FinishReason::kNone && t.seconds() < config_.timeout_s) {
+      deltas.clear();
+      queue->pop_all(deltas, 0.1);
+      for (const OutputDelta& d : deltas) {
+        if (d.finish != FinishReason::kNone) {
+          finish = d.finish;
+          error = d.error;
+        }
+      }
+    }
+    if (finish == FinishReason::kNone) {
+      client_.abort(ids);
+      return send_json_error(res, 503, strprintf("the prefill did not finish within %g s", config_.timeout_s));
+    }
+    if (finish != FinishReason::kStop && finish != FinishReason::kLength)
+      return send_json_error(res, 503, "the prefill failed: " + error);
+    try {
+      std::vector<int32_t> run(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(usable) * bs));
+      // If a reload swapped the engine since the submit, this one holds fewer (or
+      // none) of the blocks: the decode side computes what is missing.
+      blocks = this->engine()->export_cached_prefix(std::move(run), usable, config_.timeout_s);
+    } catch (const RequestError& e) {
+      return send_json_error(res, e.status(), e.what());
+    }
+  }
+  struct Stream {
+    std::string header;
+    std::vector<std::string> blocks;
+  };
+  auto stream = std::make_shared<Stream>();
+  wire::KvHeader h;
+  h.fingerprint = fp;
+  h.num_blocks = static_cast<uint32_t>(blocks.size());
+  h.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(blocks.size() * bs));
+  stream->header = wire::encode_header(h);
+  stream->blocks = std::move(blocks);
+  res.status = 200;
+  res.set_chunked_content_provider("application/x-distllm-kv", [this, stream](size_t, httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.is_writable() && sink.write(s.data(), s.size()); };
+    if (!write(stream->header)) return false;
+    for (size_t i = 0; i < stream->blocks.size(); ++i) {
+      const std::string& b = stream->blocks[i];
+      if (!write(wire::encode_block_head(static_cast<uint32_t>(i), b)) || !write(b)) return false;
+      blocks_sent_.fetch_add(1);
+      bytes_sent_.fetch_add(static_cast<int64_t>(b.size()));
+    }
+    if (!write(wire::encode_end(static_cast<uint32_t>(stream->blocks.size())))) return false;
+    sink.done();
+    return true;
+  });
+}
+
+int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<int32_t>& prompt, int64_t& bytes) {
+  const kv_transfer::KvFingerprint fp = fingerprint();
+  const int usable = usable_blocks(prompt.size(), fp.block_size);
+  if (usable == 0) return 0;
+  DL_CHECK(prefill_url.rfind("http://", 0) == 0, "%s must be an http://host:port URL, got '%s'", kPrefillFromHeader,
+           prefill_url.c_str());
+  httplib::Client cli(prefill_url);
+  DL_CHECK(cli.is_valid(), "%s: '%s' is not a usable URL", kPrefillFromHeader, prefill_url.c_str());
+  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(config_.timeout_s));
+  cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(std::min(5.0, config_.timeout_s))));
+  cli.set_read_timeout(timeout);
+  cli.set_write_timeout(timeout);
+  httplib::Request up;
+  up.method = "POST";
+  up.path = kPrefillPath;
+  up.headers.emplace("Content-Type", "application/json");
+  if (!config_.api_key.empty()) up.headers.emplace("Authorization", "Bearer " + config_.api_key);
+  up.body = wire::encode_prefill_request(prompt);
+  int status = 0;
+  std::string error_body;
+  // Bounded by what this prompt can use (with room for a bigger model's blocks to
+  // reach the fingerprint check below and be refused by name).
+  wire::DecoderLimits limits;
+  limits.max_total_bytes = static_cast<size_t>(usable) * fp.block_bytes() * 8 + (size_t{1} << 20);
+  wire::KvStreamDecoder decoder(limits);
+  std::string mismatch;
+  up.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (status != 200) {
+      if (error_body.size() < 4096) error_body.append(data, std::min<size_t>(n, 4096 - error_body.size()));
+      return true;
+    }
+    bytes += static_cast<int64_t>(n);
+    if (decoder.feed(std::string_view(data, n)) == wire::KvStreamDecoder::Status::kError) return false;
+    // Another model's blocks are refused as soon as the header says so.
+    if (decoder.has_header() && mismatch.empty())
+      mismatch = wire::fingerprint_mismatch(fp, decoder.header().fingerprint);
+    return mismatch.empty();
+  };
+  httplib::Result r = cli.send(up);
+  if (!mismatch.empty())
+    throw Error(strprintf("KV transfer: %s serves another model or block size (%s): its blocks cannot be used here",
+                          prefill_url.c_str(), mismatch.c_str()));
+  if (decoder.status() == wire::KvStreamDecoder::Status::kError) throw Error(decoder.error());
+  if (!r) throw Error(strprintf("cannot reach %s: %s", prefill_url.c_str(), httplib::to_string(r.error()).c_str()));
+  if (status != 200) throw Error(strprintf("%s answered HTTP %d: %s", prefill_url.c_str(), status, error_body.c_str()));
+  if (decoder.status() != wire::KvStreamDecoder::Status::kDone)
+    throw Error(strprintf("KV transfer: the stream from %s ended early (%zu blocks)", prefill_url.c_str(),
+                          decoder.blocks().size()));
+  const wire::KvHeader& h = decoder.header();
+  DL_CHECK(h.num_blocks <= static_cast<uint32_t>(usable) &&
+               std::equal(h.tokens.begin(), h.tokens.end(), prompt.begin()),
+           "KV transfer: %s sent blocks for other tokens than this prompt's", prefill_url.c_str());
+  if (h.num_blocks == 0) return 0;
+  blocks_received_.fetch_add(h.num_blocks);
+  // Into the version serving now (its block size is checked there again).
+  return this->engine()->import_prefix(h.tokens, std::move(decoder.blocks()), config_.timeout_s);
+}
+
+int KvTransfer::pull(const std::string& prefill_url, const std::vector<int32_t>& prompt) {
+  try {
+    if (usable_blocks(prompt.size(), fingerprint().block_size) == 0) return 0;
+  } catch (const std::exception&) {
+    return 0;  // no model loaded: nothing to pull into
+  }
+  if (static_cast<int64_t>(prompt.size()) < config_.min_prompt_tokens) return 0;
+  pulls_.fetch_add(1);
+  Timer t;
+  int64_t bytes = 0;
+  int cached = 0;
+  try {
+    cached = pull_or_throw(prefill_url, prompt, bytes);
+  } catch (const std::exception& e) {
+    fallbacks_.fetch_add(1);
+    LOG_WARN("kv transfer: pulling %zu prompt tokens from %s failed, computing them here: %s", prompt.size(),
+             prefill_url.c_str(), e.what());
+    cached = 0;
+  }
+  bytes_received_.fetch_add(bytes);
+  transfer_micros_.fetch_add(static_cast<int64_t>(t.seconds() * 1e6));
+  return cached;
+}
+
+KvTransfer::Counters KvTransfer::counters() const {
+  Counters c;
+  c.blocks_sent = blocks_sent_.load();
+  c.bytes_sent = bytes_sent_.load();
+  c.prefill_requests = prefill_requests_.load();
+  c.blocks_received = blocks_received_.load();
+  c.bytes_received = bytes_received_.load();
+  c.pulls = pulls_.load();
+  c.fallbacks = fallbacks_.load();
+  c.transfer_seconds = static_cast<double>(transfer_micros_.load()) * 1e-6;
+  return c;
+}
+
+std::string KvTransfer::render_metrics(const std::string& model_name) const {
+  const Counters c = counters();
+  const std::string labels = "{model_name=\"" + escape_label(model_name) + "\"}";
+  std::string out;
+  auto counter = [&](const char* name, const char* help, const std::string& value) {
+    const std::string n = std::string("distllm:kv_transfer_") + name;
+    out += "# HELP " + n + " " + help + "\n# TYPE " + n + " counter\n" + n + labels + " " + value + "\n";
+  };
+  counter("prefill_requests_total", "Prefill requests answered (prefill role).", std::to_string(c.prefill_requests));
+  counter("blocks_sent_total", "KV blocks sent to decode replicas.", std::to_string(c.blocks_sent));
+  counter("bytes_sent_total", "KV payload bytes sent to decode replicas.", std::to_string(c.bytes_sent));
+  counter("pulls_total", "Prompts whose KV this decode replica pulled from a prefill replica.", std::to_string(c.pulls));
+  counter("blocks_received_total", "KV blocks received whole and checked (decode role).", std::to_string(c.blocks_received));
+  counter("bytes_received_total", "Bytes received from prefill replicas.", std::to_string(c.bytes_received));
+  counter("seconds_total", "Seconds spent pulling KV (request, remote prefill, transfer, import).",
+          strprintf("%.6f", c.transfer_seconds));
+  counter("fallbacks_total", "Pulls that failed: the prompt was computed locally.", std::to_string(c.fallbacks));
+  return out;
+}
+
+}  // namespace distllm::serve::api
