@@ -22,6 +22,7 @@
 
 #include "distllm/router/proxy.h"
 #include "distllm/serve/api/openai_client.h"
+#include "router/test_server_process.h"
 
 namespace distllm::router {
 namespace {
@@ -32,53 +33,14 @@ using serve::api::OpenAIClient;
 
 constexpr int kBlockSize = 4;
 
-struct Proc {
-  pid_t pid = -1;
-  int stdin_fd = -1;
-  int port = 0;
-
+// A tiny-model test server with this test's block size and context.
+struct Proc : TestServerProcess {
   void start(const std::vector<std::string>& extra) {
-    int in[2], out[2];
-    ASSERT_EQ(pipe(in), 0);
-    ASSERT_EQ(pipe(out), 0);
-    std::vector<std::string> args = {SERVE_TEST_SERVER, "--port", "0", "--tiny-model", "--block-size",
-                                     std::to_string(kBlockSize), "--max-context", "256"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid = fork();
-    if (pid == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      for (int fd = 3; fd < 1024; ++fd) close(fd);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_fd = in[1];
-    std::string line;
-    char ch;
-    while (read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
-    close(out[0]);
-    ASSERT_EQ(std::sscanf(line.c_str(), "listening on %d", &port), 1) << line;
+    std::vector<std::string> flags = {"--port", "0", "--tiny-model", "--block-size", std::to_string(kBlockSize),
+                                      "--max-context", "256"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    TestServerProcess::start(flags);
   }
-  void kill9() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      close(stdin_fd);
-      pid = -1;
-    }
-  }
-  ~Proc() {
-    if (pid > 0) {
-      close(stdin_fd);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 };
 
 std::vector<int> prompt_tokens(int len, int salt) {

@@ -17,6 +17,7 @@
 #include "distllm/base/timer.h"
 #include "distllm/router/proxy.h"
 #include "distllm/serve/api/openai_client.h"
+#include "router/test_server_process.h"
 
 namespace distllm::router {
 namespace {
@@ -25,56 +26,15 @@ using Json = nlohmann::ordered_json;
 using serve::api::HttpResult;
 using serve::api::OpenAIClient;
 
-struct Replica {
-  pid_t pid = -1;
-  int stdin_fd = -1;
-  int port = 0;
-
+struct Replica : TestServerProcess {
   std::vector<std::string> extra_args;  // more serve_test_server flags
 
   // port 0: any free port.
   void start(int want_port = 0) {
-    int in[2], out[2];
-    ASSERT_EQ(pipe(in), 0);
-    ASSERT_EQ(pipe(out), 0);
-    pid = fork();
-    if (pid == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      // Nothing else of the parent's: another replica's stdin pipe held open here
-      // would keep that replica from seeing EOF when the test closes it.
-      for (int fd = 3; fd < 1024; ++fd) close(fd);
-      const std::string p = std::to_string(want_port);
-      std::vector<const char*> argv = {SERVE_TEST_SERVER, "--port", p.c_str(), "--step-delay-ms", "2"};
-      for (const std::string& a : extra_args) argv.push_back(a.c_str());
-      argv.push_back(nullptr);
-      execv(SERVE_TEST_SERVER, const_cast<char* const*>(argv.data()));
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_fd = in[1];
-    std::string line;
-    char ch;
-    while (read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
-    close(out[0]);
-    ASSERT_EQ(std::sscanf(line.c_str(), "listening on %d", &port), 1) << line;
+    std::vector<std::string> flags = {"--port", std::to_string(want_port), "--step-delay-ms", "2"};
+    flags.insert(flags.end(), extra_args.begin(), extra_args.end());
+    TestServerProcess::start(flags);
   }
-  void kill9() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      close(stdin_fd);
-      pid = -1;
-    }
-  }
-  ~Replica() {
-    if (pid > 0) {
-      close(stdin_fd);  // the server exits when its stdin closes
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
 };
 
 Json completion(int i, bool stream = false) {
@@ -380,6 +340,8 @@ TEST(RouterE2E, AdminNeedsTheApiKey) {
 
 // Cache-aware routing keeps each tenant's shared prefix on one replica (the
 // replicas' prefix caches then hit), and still spreads a tenant that dominates.
+// (Tenants arriving one at a time on idle replicas all start on the first one: see
+// the policy's note on why the tie is not broken by cache size.)
 TEST(RouterE2E, CacheAwareKeepsTenantsOnAReplicaAndSpreadsUnderLoad) {
   // KV room for every tenant's prefix on each replica (the default is 1,024 tokens).
   Fixture f("cache_aware", {{"--num-blocks", "2048"}, {"--num-blocks", "2048"}, {"--num-blocks", "2048"}});
@@ -395,7 +357,6 @@ TEST(RouterE2E, CacheAwareKeepsTenantsOnAReplicaAndSpreadsUnderLoad) {
     while (system.size() < 400) system += "you are a helpful assistant number " + std::to_string(tenant) + ". ";
     return system + "user turn " + std::to_string(turn);
   };
-  std::set<size_t> homes;
   for (int tenant = 0; tenant < 4; ++tenant) {
     const std::vector<int64_t> before = replica_requests();
     for (int turn = 0; turn < 6; ++turn) {
@@ -407,14 +368,10 @@ TEST(RouterE2E, CacheAwareKeepsTenantsOnAReplicaAndSpreadsUnderLoad) {
     const std::vector<int64_t> after = replica_requests();
     int replicas_used = 0;
     for (size_t i = 0; i < after.size(); ++i) {
-      if (after[i] > before[i]) {
-        ++replicas_used;
-        homes.insert(i);
-      }
+      if (after[i] > before[i]) ++replicas_used;
     }
     EXPECT_EQ(replicas_used, 1) << "tenant " << tenant << "'s turns went to several replicas";
   }
-  EXPECT_GE(homes.size(), 2u) << "every tenant landed on one replica";
   // The replicas' own prefix caches confirm it: most prompt tokens were hits.
   int64_t hits = 0, queries = 0;
   for (auto& r : f.replicas) {

@@ -118,15 +118,12 @@ class CacheAware : public RoutingPolicy {
         }
       }
     }
-    // No replica holds any of it: the least loaded, and among those the one that
-    // holds the least (SGLang's choice), so new prefixes spread over the caches.
-    if (chosen < 0) {
-      const int64_t least = lo;
-      for (const ReplicaLoad& r : a) {
-        if (r.outstanding + r.queued != least) continue;
-        if (chosen < 0 || index_.entries(r.index) < index_.entries(chosen)) chosen = r.index;
-      }
-    }
+    // No replica holds any of it: the least loaded (ties: the first). SGLang
+    // sends such a prompt to the replica whose tree is smallest; tried here as the
+    // tie-break (always, and only when every replica is idle), it cost most of
+    // cache-aware's gain on bench/route_cache_aware.sh (1.25x and 1.28x round
+    // robin's throughput against 1.51x), so it is not used.
+    if (chosen < 0) chosen = least_loaded(a);
     index_.insert(chosen, key.prompt);
     return chosen;
   }
@@ -158,11 +155,6 @@ size_t PrefixIndex::match(int replica, const std::string& prompt) const {
     matched = end;
   }
   return matched;
-}
-
-size_t PrefixIndex::entries(int replica) const {
-  auto it = replicas_.find(replica);
-  return it == replicas_.end() ? 0 : it->second.last_use.size();
 }
 
 void PrefixIndex::insert(int replica, const std::string& prompt) {

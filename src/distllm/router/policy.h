@@ -8,9 +8,7 @@
 //                       least_outstanding)
 //   cache_aware         SGLang's idea: the replica whose earlier prompts share the
 //                       longest prefix with this one (its prefix cache likely holds
-//                       it), unless the load is imbalanced, then the least loaded;
-//                       a prompt no replica holds goes to the least loaded one that
-//                       holds the least
+//                       it), unless the load is imbalanced, then the least loaded
 //
 // A policy sees only the available replicas' loads; the replica set decides
 // availability (health, circuit breaker, drain).
@@ -64,8 +62,6 @@ class PrefixIndex {
   // Bytes of `prompt` (a multiple of kBlock) the replica has already been sent.
   size_t match(int replica, const std::string& prompt) const;
   void insert(int replica, const std::string& prompt);
-  // Prefix blocks remembered for the replica.
-  size_t entries(int replica) const;
 
  private:
   struct Replica {
