@@ -293,6 +293,10 @@ TEST(RouterE2E, DrainLosesNoInFlightRequest) {
   }
   ASSERT_EQ(s["outstanding"], 0);
   EXPECT_TRUE(s["draining"].get<bool>());
+  // Load signals scraped from the replica's /metrics (vLLM's gauge names).
+  ASSERT_TRUE(s["kv_cache_usage"].is_number()) << s.dump();
+  EXPECT_GE(s["kv_cache_usage"].get<double>(), 0.0);
+  EXPECT_LE(s["kv_cache_usage"].get<double>(), 1.0);
   const int64_t at_drain = s["requests"].get<int64_t>();
   const int ok_then = ok.load();
   while (ok.load() < ok_then + 40 && t.seconds() < 40) usleep(10000);

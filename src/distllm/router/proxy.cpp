@@ -242,7 +242,8 @@ struct Router::Impl {
         if (m.is_object() && m.contains("id")) models.push_back(m["id"]);
       out.push_back({{"url", s.url}, {"ready", s.ready}, {"draining", s.draining}, {"breaker", breaker_name(s.breaker)},
                      {"outstanding", s.outstanding}, {"requests", s.requests}, {"failures", s.failures},
-                     {"queued", s.queued}, {"models", models}});
+                     {"queued", s.queued}, {"kv_cache_usage", s.kv_usage < 0 ? Json(nullptr) : Json(s.kv_usage)},
+                     {"models", models}});
     }
     return out;
   }
@@ -419,7 +420,8 @@ struct Router::Impl {
         out += strprintf("distllm_router_model_requests_total{model=\"%s\"} %lld\n", escape_prometheus_label(model).c_str(),
                          static_cast<long long>(n));
     }
-    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
+    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n"
+           "# TYPE distllm_router_replica_queued gauge\n# TYPE distllm_router_replica_kv_cache_usage gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
            "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
            "# TYPE distllm_router_replica_breaker gauge\n";
     std::vector<ReplicaStatus> all = replicas.status();
@@ -433,6 +435,8 @@ struct Router::Impl {
       const char* u = s.url.c_str();
       out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
       out += strprintf("distllm_router_replica_draining{replica=\"%s\"} %d\n", u, s.draining ? 1 : 0);
+      out += strprintf("distllm_router_replica_queued{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.queued));
+      if (s.kv_usage >= 0) out += strprintf("distllm_router_replica_kv_cache_usage{replica=\"%s\"} %g\n", u, s.kv_usage);
       out += strprintf("distllm_router_replica_outstanding{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.outstanding));
       out += strprintf("distllm_router_replica_requests_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.requests));
       out += strprintf("distllm_router_replica_failures_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.failures));

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <regex>
 
@@ -14,12 +15,14 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// `distllm:num_requests_waiting{...} 3` (vLLM's gauge name) from Prometheus text.
-int64_t scrape_waiting(const std::string& metrics) {
-  static const std::regex re(R"((?:^|\n)\S*num_requests_waiting(?:\{[^}]*\})? ([0-9.eE+]+))");
+// A gauge such as `distllm:num_requests_waiting{...} 3` from Prometheus text, by
+// the end of its name (vLLM's names: num_requests_waiting, kv_cache_usage_perc, or
+// gpu_cache_usage_perc in older vLLM); -1 when absent.
+double scrape_gauge(const std::string& metrics, const char* name_suffix) {
+  const std::regex re(std::string(R"((?:^|\n)\S*)") + name_suffix + R"((?:\{[^}]*\})? ([0-9.eE+-]+))");
   std::smatch m;
-  if (!std::regex_search(metrics, m, re)) return 0;
-  return static_cast<int64_t>(std::stod(m[1].str()));
+  if (!std::regex_search(metrics, m, re)) return -1;
+  return std::stod(m[1].str());
 }
 
 }  // namespace
@@ -88,18 +91,24 @@ void ReplicaSet::check_all() {
     const bool ok = health && health->status == 200;
     Json models = Json::array();
     int64_t queued = 0;
+    double kv_usage = -1;
     if (ok) {
       if (auto m = cli.Get("/v1/models"); m && m->status == 200) {
         Json j = Json::parse(m->body, nullptr, false);
         if (j.is_object() && j.contains("data") && j["data"].is_array()) models = j["data"];
       }
-      if (auto m = cli.Get("/metrics"); m && m->status == 200) queued = scrape_waiting(m->body);
+      if (auto m = cli.Get("/metrics"); m && m->status == 200) {
+        queued = std::max<int64_t>(0, static_cast<int64_t>(scrape_gauge(m->body, "num_requests_waiting")));
+        kv_usage = scrape_gauge(m->body, "kv_cache_usage_perc");
+        if (kv_usage < 0) kv_usage = scrape_gauge(m->body, "gpu_cache_usage_perc");
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     Replica& r = replicas_[i];
     r.ready = ok;
     r.models = std::move(models);
     r.queued = queued;
+    r.kv_usage = kv_usage;
     const double now = now_seconds();
     if (!ok) {
       record(r, false, now);
@@ -196,7 +205,8 @@ std::vector<ReplicaStatus> ReplicaSet::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ReplicaStatus> out;
   for (const Replica& r : replicas_)
-    out.push_back({r.url, r.ready, r.draining, r.breaker, r.outstanding, r.requests, r.failures, r.queued, r.models});
+    out.push_back(
+        {r.url, r.ready, r.draining, r.breaker, r.outstanding, r.requests, r.failures, r.queued, r.kv_usage, r.models});
   return out;
 }
 

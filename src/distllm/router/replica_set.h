@@ -40,6 +40,7 @@ struct ReplicaStatus {
   int64_t requests = 0;  // sent there
   int64_t failures = 0;  // connect errors and 5xx
   int64_t queued = 0;    // the replica's waiting requests, from its /metrics
+  double kv_usage = -1;  // its KV cache use (0 to 1) from its /metrics; -1: not reported
   nlohmann::ordered_json models;  // its /v1/models "data"
 };
 
@@ -87,6 +88,7 @@ class ReplicaSet {
     bool probe_in_flight = false;
     int consecutive_failures = 0;
     int64_t outstanding = 0, requests = 0, failures = 0, queued = 0;
+    double kv_usage = -1;
     nlohmann::ordered_json models = nlohmann::ordered_json::array();
   };
 
