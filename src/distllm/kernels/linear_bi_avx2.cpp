@@ -17,12 +17,16 @@ namespace {
 // chunk in every `period` starting at `phase`.
 // Widens chunk j (8 lanes) of a packed k-chunk to f32. `p` is the chunk's first
 // element; int8 also takes the chunk's 4 row scales.
+// kBlockScaled: the weights come unscaled and each 32-wide k-block's partial sums
+// are scaled once (int8), instead of scaling every weight.
 struct F32Weights {
   using Elem = float;
+  static constexpr bool kBlockScaled = false;
   static __m256 load(const float* p, int j, const float*) { return _mm256_load_ps(p + j * 8); }
 };
 struct BF16Weights {
   using Elem = uint16_t;
+  static constexpr bool kBlockScaled = false;
   static __m256 load(const uint16_t* p, int j, const float*) {
     const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p + j * 8));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -30,9 +34,10 @@ struct BF16Weights {
 };
 struct I8Weights {
   using Elem = int8_t;
-  static __m256 load(const int8_t* p, int j, const float* scales) {
+  static constexpr bool kBlockScaled = true;
+  static __m256 load(const int8_t* p, int j, const float*) {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + j * 8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_broadcast_ss(scales + j));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
   }
 };
 
@@ -63,27 +68,54 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
       for (int r = 0; r < MR; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
     }
   };
-  for (int c = 0; c < full; ++c, p += 32) {
-    if (ahead > 0) {
-      if (countdown == 0) {
-        const char* at = reinterpret_cast<const char*>(p) + ahead;
-        if (at < end) {
-          _mm_prefetch(at, _MM_HINT_T1);
-          if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
-        }
-        countdown = period;
+  auto prefetch = [&]() __attribute__((always_inline)) {
+    if (ahead <= 0) return;
+    if (countdown == 0) {
+      const char* at = reinterpret_cast<const char*>(p) + ahead;
+      if (at < end) {
+        _mm_prefetch(at, _MM_HINT_T1);
+        if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
       }
-      --countdown;
+      countdown = period;
     }
-    __m256 xv[MR];
-    for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + c * 8);
-    chunk(c, xv);
-  }
-  if (full < k_chunks) {
-    __m256i m = simd::tail_mask(K - full * 8);
-    __m256 xv[MR];
-    for (int r = 0; r < MR; ++r) xv[r] = _mm256_maskload_ps(x + r * ldx + full * 8, m);
-    chunk(full, xv);
+    --countdown;
+  };
+  auto load_x = [&](int c, __m256* xv) __attribute__((always_inline)) {
+    if (c < full) {
+      for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + c * 8);
+    } else {
+      const __m256i m = simd::tail_mask(K - full * 8);
+      for (int r = 0; r < MR; ++r) xv[r] = _mm256_maskload_ps(x + r * ldx + c * 8, m);
+    }
+  };
+  if constexpr (W::kBlockScaled) {
+    // Per 32-wide k-block: unscaled partial sums, then one FMA by the row's scale.
+    for (int c0 = 0; c0 < k_chunks; c0 += 4) {
+      __m256 block[MR][4];
+      for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < 4; ++j) block[r][j] = _mm256_setzero_ps();
+      const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
+      for (int c = c0; c < c1; ++c, p += 32) {
+        prefetch();
+        __m256 xv[MR];
+        load_x(c, xv);
+        for (int j = 0; j < 4; ++j) {
+          const __m256 wv = W::load(p, j, nullptr);
+          for (int r = 0; r < MR; ++r) block[r][j] = _mm256_fmadd_ps(xv[r], wv, block[r][j]);
+        }
+      }
+      for (int j = 0; j < 4; ++j) {
+        const __m256 s = _mm256_broadcast_ss(scales + c0 + j);  // block c0 / 4, row j
+        for (int r = 0; r < MR; ++r) acc[r][j] = _mm256_fmadd_ps(block[r][j], s, acc[r][j]);
+      }
+    }
+  } else {
+    for (int c = 0; c < k_chunks; ++c, p += 32) {
+      prefetch();
+      __m256 xv[MR];
+      load_x(c, xv);
+      chunk(c, xv);
+    }
   }
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < n_valid; ++j) out[r * ldo + n0 + j] = simd::hsum(acc[r][j]) + (bias ? bias[n0 + j] : 0.0f);

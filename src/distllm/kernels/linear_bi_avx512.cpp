@@ -27,12 +27,15 @@ inline __m512 halves(__m256 lo, __m256 hi) {
 inline __m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
 // Widens chunk c of rows (2h, 2h + 1) to f32: 16 elements at p + 16 h.
+// kBlockScaled: as in the AVX2 tiles (int8: one scale FMA per 32-wide k-block).
 struct F32Weights {
   using Elem = float;
+  static constexpr bool kBlockScaled = false;
   static __m512 load(const float* p, int h, const float*) { return _mm512_load_ps(p + h * 16); }
 };
 struct BF16Weights {
   using Elem = uint16_t;
+  static constexpr bool kBlockScaled = false;
   static __m512 load(const uint16_t* p, int h, const float*) {
     const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + h * 16));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
@@ -40,11 +43,10 @@ struct BF16Weights {
 };
 struct I8Weights {
   using Elem = int8_t;
-  // scales: the chunk's block's 4 row scales; rows 2h and 2h + 1 fill the halves.
-  static __m512 load(const int8_t* p, int h, const float* scales) {
+  static constexpr bool kBlockScaled = true;
+  static __m512 load(const int8_t* p, int h, const float*) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + h * 16));
-    const __m512 s = halves(_mm256_set1_ps(scales[2 * h]), _mm256_set1_ps(scales[2 * h + 1]));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), s);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
   }
 };
 
@@ -63,27 +65,54 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
       for (int r = 0; r < MR; ++r) acc[r][h] = _mm512_fmadd_ps(xv[r], wv, acc[r][h]);
     }
   };
-  for (int c = 0; c < full; ++c, p += 32) {
-    if (ahead > 0) {
-      if (countdown == 0) {
-        const char* at = reinterpret_cast<const char*>(p) + ahead;
-        if (at < end) {
-          _mm_prefetch(at, _MM_HINT_T1);
-          if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
-        }
-        countdown = period;
+  auto prefetch = [&]() __attribute__((always_inline)) {
+    if (ahead <= 0) return;
+    if (countdown == 0) {
+      const char* at = reinterpret_cast<const char*>(p) + ahead;
+      if (at < end) {
+        _mm_prefetch(at, _MM_HINT_T1);
+        if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
       }
-      --countdown;
+      countdown = period;
     }
-    __m512 xv[MR];
-    for (int r = 0; r < MR; ++r) xv[r] = both_halves(_mm256_loadu_ps(x + r * ldx + c * 8));
-    chunk(c, xv);
-  }
-  if (full < k_chunks) {
-    const __m256i m = simd::tail_mask(K - full * 8);
-    __m512 xv[MR];
-    for (int r = 0; r < MR; ++r) xv[r] = both_halves(_mm256_maskload_ps(x + r * ldx + full * 8, m));
-    chunk(full, xv);
+    --countdown;
+  };
+  auto load_x = [&](int c, __m512* xv) __attribute__((always_inline)) {
+    if (c < full) {
+      for (int r = 0; r < MR; ++r) xv[r] = both_halves(_mm256_loadu_ps(x + r * ldx + c * 8));
+    } else {
+      const __m256i m = simd::tail_mask(K - full * 8);
+      for (int r = 0; r < MR; ++r) xv[r] = both_halves(_mm256_maskload_ps(x + r * ldx + c * 8, m));
+    }
+  };
+  if constexpr (W::kBlockScaled) {
+    // Per 32-wide k-block: unscaled partial sums, then one FMA by the rows' scales
+    // (rows 2h and 2h + 1 in the halves), lane for lane the AVX2 tiles' operations.
+    for (int c0 = 0; c0 < k_chunks; c0 += 4) {
+      __m512 block[MR][2];
+      for (int r = 0; r < MR; ++r) block[r][0] = block[r][1] = _mm512_setzero_ps();
+      const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
+      for (int c = c0; c < c1; ++c, p += 32) {
+        prefetch();
+        __m512 xv[MR];
+        load_x(c, xv);
+        for (int h = 0; h < 2; ++h) {
+          const __m512 wv = W::load(p, h, nullptr);
+          for (int r = 0; r < MR; ++r) block[r][h] = _mm512_fmadd_ps(xv[r], wv, block[r][h]);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m512 s = halves(_mm256_set1_ps(scales[c0 + 2 * h]), _mm256_set1_ps(scales[c0 + 2 * h + 1]));
+        for (int r = 0; r < MR; ++r) acc[r][h] = _mm512_fmadd_ps(block[r][h], s, acc[r][h]);
+      }
+    }
+  } else {
+    for (int c = 0; c < k_chunks; ++c, p += 32) {
+      prefetch();
+      __m512 xv[MR];
+      load_x(c, xv);
+      chunk(c, xv);
+    }
   }
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < n_valid; ++j) {
