@@ -15,9 +15,10 @@
 // Weight-only low precision (`--dtype`): the packed weights may be stored as bf16
 // (2 bytes, rounded to nearest even) or int8 (1 byte, symmetric, with one f32 scale
 // per row and 32-wide k-block, as llama.cpp's q8_0). Activations and accumulation
-// stay f32: each weight chunk is widened (and scaled) in registers and then used
-// exactly as an f32 chunk, so every dtype keeps the fixed reduction order above and
-// with it batch invariance. Fewer bytes per weight is what makes decode faster.
+// stay f32: each weight chunk is widened in registers and then used exactly as an
+// f32 chunk (int8: a block's unscaled partial sums get one FMA by its scale), so
+// every dtype keeps a fixed reduction order and with it batch invariance. Fewer
+// bytes per weight is what makes decode faster.
 #pragma once
 
 #include <cstdint>
