@@ -188,9 +188,10 @@ TEST_P(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
 }
 
 // bf16 K/V (the --kv-cache-dtype bf16 cache): widened exactly, so the result is
-// bit-identical to an f32 cache holding the rounded values, on both the AVX2 and
-// the scalar path; rows stay independent of the batch; and the rounding moves the
-// output by a bounded amount.
+// an f32 cache's over the rounded values (bit-identical on the scalar and generic
+// paths; the register-blocked AVX2 path sums even and odd elements separately, so
+// within float rounding there); rows stay independent of the batch; and the
+// rounding moves the output by a bounded amount.
 TEST_P(PagedAttention, Bf16KvEqualsF32OfRoundedValues) {
   PagedSetup s(GetParam());
   std::vector<uint16_t> kh(s.k.size()), vh(s.v.size());
@@ -209,7 +210,11 @@ TEST_P(PagedAttention, Bf16KvEqualsF32OfRoundedValues) {
   paged_attention(bf, {query(out_bf)});
   paged_attention(rounded, {query(out_rounded)});
   paged_attention(s.kv, {query(out_f32)});
-  EXPECT_EQ(std::memcmp(out_bf.data(), out_rounded.data(), out_bf.size() * sizeof(float)), 0);
+  if (GetParam() % 16 != 0 || !cpu_has_avx2()) {
+    EXPECT_EQ(std::memcmp(out_bf.data(), out_rounded.data(), out_bf.size() * sizeof(float)), 0);
+  } else {
+    EXPECT_LT(rel_error(out_bf, out_rounded), 1e-6);
+  }
   // Against unrounded f32 K/V: bf16 keeps 8 bits of mantissa (relative rounding
   // error <= 2^-9 per element); measured 2.15e-3, 2.22e-3, 2.26e-3 relative
   // (head_dim 12, 32, 64) on these random rows.

@@ -8,8 +8,10 @@
 // ascending), so results never depend on what else is in the batch.
 //
 // K/V elements are f32 or bf16 (PagedKv::dtype, the KV cache's storage dtype);
-// bf16 rows are widened to f32 exactly in registers, and all arithmetic is f32, so
-// a bf16 cache gives exactly the result of an f32 cache holding the rounded values.
+// bf16 rows are widened to f32 exactly in registers and all arithmetic is f32, so a
+// bf16 cache gives an f32 cache's result over the rounded values (bit for bit on
+// the scalar path; the AVX2 path for head_dim 32/64/80/96/128 pairs even and odd
+// elements in separate lanes, a different but fixed summation order).
 #pragma once
 
 #include <cstdint>

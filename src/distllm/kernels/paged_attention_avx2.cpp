@@ -19,11 +19,48 @@ inline const T* token_row(const PagedKv& kv, const PagedQuery& q, const void* ba
          static_cast<int64_t>(g) * D;
 }
 
-// Eight K/V elements as f32: bf16 is widened exactly (its bits become the top half).
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+// Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32: elements
+// [8c, 8c + 8). bf16: the 16 elements [16(c/2), 16(c/2) + 16) are loaded as eight
+// 32-bit lanes, each holding an even element (low half) and the odd one after it
+// (high half); even c takes the even elements (shift left by 16), odd c the odd
+// ones (mask off the low half). Both widen exactly and need no cross-lane shuffle
+// (which would compete for one port with nothing to gain). The query and output
+// vectors use the same element order (lanes(), below), so dot products and weighted
+// sums pair the right elements.
+inline __m256 load_kv(const float* row, int c) { return _mm256_loadu_ps(row + c * 8); }
+inline __m256 load_kv(const uint16_t* row, int c) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (c >> 1) * 16));
+  return _mm256_castsi256_ps((c & 1) ? _mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)))
+                                     : _mm256_slli_epi32(x, 16));
+}
+// Where lane m of vector c sits in the row: f32 8c + m; bf16 16(c/2) + 2m + c%2.
+template <typename T>
+inline int lane_index(int c, int m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return c * 8 + m;
+  } else {
+    return (c >> 1) * 16 + 2 * m + (c & 1);
+  }
+}
+template <typename T>
+inline __m256 load_q(const float* q, int c) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(q + c * 8);
+  } else {
+    alignas(32) float t[8];
+    for (int m = 0; m < 8; ++m) t[m] = q[lane_index<T>(c, m)];
+    return _mm256_load_ps(t);
+  }
+}
+template <typename T>
+inline void store_out(float* o, int c, __m256 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(o + c * 8, v);
+  } else {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (int m = 0; m < 8; ++m) o[lane_index<T>(c, m)] = t[m];
+  }
 }
 
 // One (query row, kv head) unit for head_dim = 8 * NC: the query and the output of
@@ -33,6 +70,7 @@ inline __m256 load8(const uint16_t* p) {
 template <int NC, typename T>
 void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   constexpr int D = NC * 8;
+  static_assert(std::is_same_v<T, float> || NC % 2 == 0, "bf16 rows are widened 16 elements at a time");
   const int rep = kv.n_head / kv.n_kv_head;
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
@@ -42,7 +80,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
   const __m256 scale = _mm256_set1_ps(kv.scale);
   for (int i = 0; i < rep; ++i) {
     __m256 qv[NC];
-    for (int c = 0; c < NC; ++c) qv[c] = _mm256_loadu_ps(qrow + i * D + c * 8);
+    for (int c = 0; c < NC; ++c) qv[c] = load_q<T>(qrow + i * D, c);
     float* s = scores + static_cast<int64_t>(i) * ctx;
     int j = 0;
     for (; j + 4 <= ctx; j += 4) {
@@ -50,13 +88,13 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
       const T* k1 = key_row(kv.k, j + 1);
       const T* k2 = key_row(kv.k, j + 2);
       const T* k3 = key_row(kv.k, j + 3);
-      __m256 a0 = _mm256_mul_ps(qv[0], load8(k0)), a1 = _mm256_mul_ps(qv[0], load8(k1));
-      __m256 a2 = _mm256_mul_ps(qv[0], load8(k2)), a3 = _mm256_mul_ps(qv[0], load8(k3));
+      __m256 a0 = _mm256_mul_ps(qv[0], load_kv(k0, 0)), a1 = _mm256_mul_ps(qv[0], load_kv(k1, 0));
+      __m256 a2 = _mm256_mul_ps(qv[0], load_kv(k2, 0)), a3 = _mm256_mul_ps(qv[0], load_kv(k3, 0));
       for (int c = 1; c < NC; ++c) {
-        a0 = _mm256_fmadd_ps(qv[c], load8(k0 + c * 8), a0);
-        a1 = _mm256_fmadd_ps(qv[c], load8(k1 + c * 8), a1);
-        a2 = _mm256_fmadd_ps(qv[c], load8(k2 + c * 8), a2);
-        a3 = _mm256_fmadd_ps(qv[c], load8(k3 + c * 8), a3);
+        a0 = _mm256_fmadd_ps(qv[c], load_kv(k0, c), a0);
+        a1 = _mm256_fmadd_ps(qv[c], load_kv(k1, c), a1);
+        a2 = _mm256_fmadd_ps(qv[c], load_kv(k2, c), a2);
+        a3 = _mm256_fmadd_ps(qv[c], load_kv(k3, c), a3);
       }
       // Horizontal sums of four vectors at once.
       __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
@@ -66,8 +104,8 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
     }
     for (; j < ctx; ++j) {
       const T* kj = key_row(kv.k, j);
-      __m256 a = _mm256_mul_ps(qv[0], load8(kj));
-      for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], load8(kj + c * 8), a);
+      __m256 a = _mm256_mul_ps(qv[0], load_kv(kj, 0));
+      for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], load_kv(kj, c), a);
       s[j] = simd::hsum(a) * kv.scale;
     }
     // Softmax numerators in place; the normaliser is applied at the end.
@@ -92,10 +130,10 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
     for (j = 0; j < ctx; ++j) {
       const T* vj = key_row(kv.v, j);
       __m256 p = _mm256_set1_ps(s[j]);
-      for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load8(vj + c * 8), o[c]);
+      for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
     }
     __m256 inv = _mm256_set1_ps(inv_sum[i]);
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(orow + i * D + c * 8, _mm256_mul_ps(o[c], inv));
+    for (int c = 0; c < NC; ++c) store_out<T>(orow + i * D, c, _mm256_mul_ps(o[c], inv));
   }
 }
 
