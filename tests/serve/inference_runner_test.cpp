@@ -14,10 +14,11 @@ namespace {
 using testing::tiny_model;
 
 // One sequence, contiguous blocks, prefill then greedy decode.
-std::vector<int32_t> direct_greedy(const std::shared_ptr<Transformer>& model, std::vector<int32_t> tokens, int n) {
+std::vector<int32_t> direct_greedy(const std::shared_ptr<Transformer>& model, std::vector<int32_t> tokens, int n,
+                                   DType kv_dtype = DType::kF32) {
   InferenceModel im(model);
   const int block = 8;
-  PagedKvCache cache(im.config(), 32, block);
+  PagedKvCache cache(im.config(), 32, block, kv_dtype);
   std::vector<int32_t> table(32);
   for (int i = 0; i < 32; ++i) table[static_cast<size_t>(i)] = i;
   std::vector<float> logits;
@@ -36,10 +37,10 @@ std::vector<int32_t> direct_greedy(const std::shared_ptr<Transformer>& model, st
   return out;
 }
 
-void check_family(ModelFamily family) {
+void check_family(ModelFamily family, DType kv_dtype = DType::kF32) {
   auto model = tiny_model(family);
   testing::ByteCodec codec;
-  InferenceRunner runner(model);
+  InferenceRunner runner(model, DType::kF32, kv_dtype);
   ServeMetrics metrics("tiny");
   EngineConfig cfg;
   cfg.block_size = 4;
@@ -77,7 +78,8 @@ void check_family(ModelFamily family) {
     }
   }
   for (size_t i = 0; i < reqs.size(); ++i)
-    EXPECT_EQ(got[i], direct_greedy(model, reqs[i].prompt, reqs[i].max_tokens)) << model->config().family_name() << " request " << i;
+    EXPECT_EQ(got[i], direct_greedy(model, reqs[i].prompt, reqs[i].max_tokens, kv_dtype))
+        << model->config().family_name() << " request " << i << ", KV cache " << dtype_short_name(kv_dtype);
   EXPECT_TRUE(engine.wait_idle(5));
   EngineStats s = engine.stats();
   EXPECT_GT(s.preemptions, 0);
@@ -88,6 +90,34 @@ void check_family(ModelFamily family) {
 
 TEST(InferenceRunner, Gpt2GreedyUnderBatchingEqualsDirectDecode) { check_family(ModelFamily::kGpt2); }
 TEST(InferenceRunner, LlamaGreedyUnderBatchingEqualsDirectDecode) { check_family(ModelFamily::kLlama); }
+// A bf16 KV cache keeps batch invariance: batched, chunked, preempted = direct.
+TEST(InferenceRunner, Gpt2Bf16KvGreedyUnderBatchingEqualsDirectDecode) {
+  check_family(ModelFamily::kGpt2, DType::kBF16);
+}
+TEST(InferenceRunner, LlamaBf16KvGreedyUnderBatchingEqualsDirectDecode) {
+  check_family(ModelFamily::kLlama, DType::kBF16);
+}
+
+TEST(InferenceRunner, Bf16KvHalvesTheBlockBytesAndDoublesTheBlocks) {
+  auto model = tiny_model(ModelFamily::kLlama);
+  InferenceRunner f32(model), bf16(model, DType::kF32, DType::kBF16);
+  KvGeometry g = bf16.kv_geometry();
+  EXPECT_EQ(g.dtype, DType::kBF16);
+  EXPECT_EQ(g.dtype_bytes, 2);
+  EXPECT_EQ(f32.kv_geometry().dtype_bytes, 4);
+  EXPECT_EQ(bf16.kv_bytes_per_block(16), 16 * g.bytes_per_token());
+  EXPECT_EQ(2 * bf16.kv_bytes_per_block(16), f32.kv_bytes_per_block(16));
+  EXPECT_THROW(InferenceRunner(model, DType::kF32, DType::kI8), Error);
+  // The same --kv-cache-memory holds twice the blocks.
+  testing::ByteCodec codec;
+  ServeMetrics m1("f32"), m2("bf16");
+  EngineConfig cfg;
+  cfg.block_size = 16;
+  cfg.kv_cache_memory_gib = 0.001;
+  Engine e1(f32, codec, cfg, m1), e2(bf16, codec, cfg, m2);
+  EXPECT_EQ(e1.num_blocks(), static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(f32.kv_bytes_per_block(16))));
+  EXPECT_EQ(e2.num_blocks(), 2 * e1.num_blocks());
+}
 
 TEST(InferenceRunner, ReportsGeometry) {
   auto model = tiny_model(ModelFamily::kLlama);

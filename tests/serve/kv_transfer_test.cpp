@@ -203,14 +203,17 @@ TEST(ServeKvCacheImport, ImportedBlocksAreACachedPrefix) {
 }
 
 TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
+  for (DType kv_dtype : {DType::kF32, DType::kBF16})
   for (ModelFamily family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     auto model = testing::tiny_model(family);
-    InferenceRunner a(model), b(model);
+    InferenceRunner a(model, DType::kF32, kv_dtype), b(model, DType::kF32, kv_dtype);
     const int bs = 4;
     a.allocate_kv(8, bs);
     b.allocate_kv(8, bs);
     const size_t bytes = a.kv_bytes_per_block(bs);
-    EXPECT_EQ(a.kv_geometry().dtype, DType::kF32);
+    EXPECT_EQ(a.kv_geometry().dtype, kv_dtype);
+    EXPECT_EQ(bytes, 2u * bs * a.kv_geometry().num_layers * a.kv_geometry().num_kv_heads * a.kv_geometry().head_dim *
+                         dtype_size(kv_dtype));
     std::vector<int32_t> tokens;
     for (int i = 0; i < 12; ++i) tokens.push_back((i * 31 + 7) % 300);
     // Runner a computes positions [0, 10) into blocks {5, 2, 7}.

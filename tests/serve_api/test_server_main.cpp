@@ -9,7 +9,7 @@
 //                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
 //                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
-//                     [--tiny-model] [--tiny-layers 2] [--role both|prefill|decode]
+//                     [--tiny-model] [--tiny-layers 2] [--kv-cache-dtype f32|bf16] [--role both|prefill|decode]
 //                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0]
 //
 // --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,
@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   double drain_timeout = 30;
   bool tiny_model = false;
   int tiny_layers = 2;
+  distllm::DType kv_dtype = distllm::DType::kF32;  // --kv-cache-dtype (with --tiny-model)
   api::KvTransferConfig kvcfg;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-connections-per-ip") scfg.max_connections_per_ip = std::atoi(next().c_str());
     else if (a == "--tiny-model") tiny_model = true;
     else if (a == "--tiny-layers") tiny_layers = std::atoi(next().c_str());
+    else if (a == "--kv-cache-dtype") kv_dtype = distllm::parse_dtype(next());
     else if (a == "--role") kvcfg.role = api::serve_role_from_name(next());
     else if (a == "--kv-transfer-timeout") kvcfg.timeout_s = std::atof(next().c_str());
     else if (a == "--kv-transfer-min-tokens") kvcfg.min_prompt_tokens = std::atoi(next().c_str());
@@ -114,7 +116,7 @@ int main(int argc, char** argv) {
       c.normalize();
       auto m = std::make_shared<distllm::Transformer>(c);
       m->init_weights(11);
-      inference = std::make_unique<InferenceRunner>(m);
+      inference = std::make_unique<InferenceRunner>(m, distllm::DType::kF32, kv_dtype);
     }
     ModelRunner& runner = inference ? static_cast<ModelRunner&>(*inference) : test_runner;
     ServeMetrics metrics(scfg.model_name);

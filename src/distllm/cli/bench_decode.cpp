@@ -58,6 +58,7 @@ int run_bench_decode(Args& args) {
   bool breakdown = args.get_flag("breakdown", "print time per region for the last batch size");
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   const DType dtype = inference_dtype_flag(args);
+  const DType kv_dtype = kv_cache_dtype_flag(args);
   if (args.help_or_finish()) return 0;
 
   std::shared_ptr<Transformer> model;
@@ -78,6 +79,8 @@ int run_bench_decode(Args& args) {
   std::printf("model:      %s\n", cfg.describe().c_str());
   std::printf("weights:    %.1f MB read per decode step (every matrix and the head once, %s)\n", wbytes / 1e6,
               dtype == DType::kI8 ? "int8" : dtype_short_name(dtype));
+  std::printf("kv cache:   %s, %.1f MB read per sequence per decode step at --context %d\n", dtype_short_name(kv_dtype),
+              static_cast<double>(PagedKvCache::bytes_per_block(cfg, 1, kv_dtype)) * context / 1e6, context);
   std::printf("threads:    %d; %d rounds x %d steps per batch size, each round after a bandwidth measurement\n",
               num_threads(), rounds, steps);
   std::printf("\n%6s %10s %10s %12s %12s %12s %10s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "read GB/s",
@@ -91,7 +94,7 @@ int run_bench_decode(Args& args) {
     DL_CHECK(context + total_steps <= cfg.max_position, "--context + rounds x steps exceeds the model's context %d",
              cfg.max_position);
     int blocks_per_seq = (context + total_steps + block_size - 1) / block_size;
-    PagedKvCache cache(cfg, B * blocks_per_seq, block_size);
+    PagedKvCache cache(cfg, B * blocks_per_seq, block_size, kv_dtype);
     std::vector<std::vector<int32_t>> tables(B), tokens(B);
     CounterRng rng(3);
     for (int s = 0; s < B; ++s) {

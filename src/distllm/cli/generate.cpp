@@ -42,6 +42,7 @@ int run_generate(Args& args) {
   bool ignore_eos = args.get_flag("ignore-eos", "keep going past the end-of-text token");
   int block_size = static_cast<int>(args.get_int("block-size", 16, "KV cache block size"));
   const DType dtype = inference_dtype_flag(args);
+  const DType kv_dtype = kv_cache_dtype_flag(args);
   if (args.help_or_finish()) return 0;
 
   DL_CHECK(prompt_flag.has_value() != prompt_file.has_value(), "give exactly one of --prompt and --prompt-file");
@@ -74,7 +75,7 @@ int run_generate(Args& args) {
 
   InferenceModel engine(bundle.model, dtype);
   const int blocks = static_cast<int>((prompt_len + max_tokens + block_size - 1) / block_size);
-  PagedKvCache cache(cfg, blocks, block_size);
+  PagedKvCache cache(cfg, blocks, block_size, kv_dtype);
   std::vector<int32_t> table(blocks);
   for (int i = 0; i < blocks; ++i) table[i] = i;
   serve::Detokenizer detok(codec.stream_decoder(), stops);
@@ -119,9 +120,12 @@ int run_generate(Args& args) {
   if (!stop_string_matched) std::fputs(detok.finish().text.c_str(), stdout);  // text held back for stop matching
   std::fputs("\n", stdout);
   double total_s = timer.seconds();
-  std::fprintf(stderr, "[generate] prompt %lld tokens (%.0f ms), generated %lld tokens at %.1f tok/s, finish: %s\n",
+  std::fprintf(stderr,
+               "[generate] prompt %lld tokens (%.0f ms), generated %lld tokens at %.1f tok/s, finish: %s; KV cache %s, "
+               "%d tokens\n",
                (long long)prompt_len, prefill_s * 1e3, (long long)generated,
-               generated > 0 ? static_cast<double>(generated) / std::max(total_s - prefill_s, 1e-9) : 0.0, finish);
+               generated > 0 ? static_cast<double>(generated) / std::max(total_s - prefill_s, 1e-9) : 0.0, finish,
+               dtype_short_name(kv_dtype), blocks * block_size);
   return 0;
 }
 

@@ -62,6 +62,17 @@ DType parse_inference_dtype(const std::string& text) {
   throw Error("--dtype must be f32, bf16 or int8, got '" + text + "'");
 }
 
+DType parse_kv_cache_dtype(const std::string& text) {
+  if (text == "f32" || text == "float32") return DType::kF32;
+  if (text == "bf16" || text == "bfloat16") return DType::kBF16;
+  throw Error("--kv-cache-dtype must be f32 or bf16, got '" + text + "'");
+}
+
+DType kv_cache_dtype_flag(Args& args) {
+  return parse_kv_cache_dtype(args.get_string(
+      "kv-cache-dtype", "f32", "K/V cache storage: f32, or bf16 (half the bytes per token, twice the tokens per GiB)"));
+}
+
 DType inference_dtype_flag(Args& args) {
   return parse_inference_dtype(args.get_string(
       "dtype", "f32", "weight storage for inference: f32, bf16, or int8 (per-32 block scales, as q8_0); weight-only"));

@@ -19,4 +19,10 @@ DType inference_dtype_flag(Args& args);
 // "f32", "bf16" or "int8"; throws distllm::Error naming the text otherwise.
 DType parse_inference_dtype(const std::string& text);
 
+// `--kv-cache-dtype f32|bf16`: how the paged K/V cache stores its elements
+// (model/kv_cache.h). Shared by serve, generate, bench decode and perplexity.
+DType kv_cache_dtype_flag(Args& args);
+// "f32" or "bf16"; throws distllm::Error naming the text otherwise.
+DType parse_kv_cache_dtype(const std::string& text);
+
 }  // namespace distllm

@@ -1,10 +1,12 @@
 // `distllm perplexity`: perplexity of a model directory on held-out tokens through
-// the inference path, for one or more weight dtypes side by side:
+// the inference path, for one or more weight dtypes and KV cache dtypes side by side:
 //
 //   distllm perplexity --model runs/quickstart/model --data runs/quickstart/data
-//                      --dtype f32,bf16,int8
+//                      --dtype f32,bf16,int8 --kv-cache-dtype f32,bf16
 //
-// The first dtype is the reference: each other one's change is printed against it.
+// One row per (weight dtype, KV cache dtype), named by the weight dtype, with
+// "+kvbf16" when the KV cache is bf16. The first row is the reference: each other
+// one's change is printed against it.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,6 +31,8 @@ int run_perplexity(Args& args) {
   const std::string data = args.get_required("data", "token data: a `distllm data prepare` directory or a .tok file");
   const std::string split_name = args.get_string("split", "val", "which split of a data directory (train or val)");
   const std::string dtypes = args.get_string("dtype", "f32,bf16,int8", "weight dtypes, comma-separated; the first is the reference");
+  const std::string kv_dtypes =
+      args.get_string("kv-cache-dtype", "f32", "KV cache dtypes (f32, bf16), comma-separated; each weight dtype with each");
   const int seq = static_cast<int>(args.get_int("seq", 128, "tokens per scored window"));
   const int64_t max_windows = args.get_int("windows", 64, "windows scored at most (spread over the data)");
   if (args.help_or_finish()) return 0;
@@ -45,23 +49,28 @@ int run_perplexity(Args& args) {
   const uint64_t n = std::min<uint64_t>(available, static_cast<uint64_t>(max_windows));
   std::printf("model: %s\ndata:  %s (%s), %llu windows of %d tokens\n\n", cfg.describe().c_str(), data.c_str(),
               split_name.c_str(), static_cast<unsigned long long>(n), seq);
-  std::printf("%-6s %12s %12s %10s %8s\n", "dtype", "nll/token", "perplexity", "vs first", "seconds");
+  std::vector<DType> kv_list;
+  for (const std::string& name : split(kv_dtypes, ',')) kv_list.push_back(parse_kv_cache_dtype(name));
+  std::printf("%-11s %12s %12s %10s %8s\n", "dtype", "nll/token", "perplexity", "vs first", "seconds");
   double reference = 0;
   for (const std::string& name : split(dtypes, ',')) {
     const DType dtype = parse_inference_dtype(name);
-    Timer t;
     InferenceModel engine(model, dtype);
-    NllSum total;
-    std::vector<int32_t> window(static_cast<size_t>(seq));
-    for (uint64_t i = 0; i < n; ++i) {
-      tokens.window(i * available / n, seq - 1, window.data());
-      total.add(sequence_nll(engine, window.data(), seq));
+    for (DType kv : kv_list) {
+      Timer t;
+      NllSum total;
+      std::vector<int32_t> window(static_cast<size_t>(seq));
+      for (uint64_t i = 0; i < n; ++i) {
+        tokens.window(i * available / n, seq - 1, window.data());
+        total.add(sequence_nll(engine, window.data(), seq, kv));
+      }
+      const double ppl = total.perplexity();
+      if (reference == 0) reference = ppl;
+      const std::string label = kv == DType::kF32 ? name : name + "+kv" + dtype_short_name(kv);
+      std::printf("%-11s %12.5f %12.4f %+9.3f%% %8.1f\n", label.c_str(), total.nats / static_cast<double>(total.tokens),
+                  ppl, 100.0 * (ppl / reference - 1.0), t.seconds());
+      std::fflush(stdout);
     }
-    const double ppl = total.perplexity();
-    if (reference == 0) reference = ppl;
-    std::printf("%-6s %12.5f %12.4f %+9.3f%% %8.1f\n", name.c_str(), total.nats / static_cast<double>(total.tokens), ppl,
-                100.0 * (ppl / reference - 1.0), t.seconds());
-    std::fflush(stdout);
   }
   return 0;
 }

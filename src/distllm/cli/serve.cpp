@@ -95,6 +95,7 @@ int run_serve(Args& args) {
   ecfg.speculative.disable_by_batch_size = static_cast<int>(args.get_int(
       "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
   const DType weight_dtype = inference_dtype_flag(args);
+  const DType kv_dtype = kv_cache_dtype_flag(args);
   std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
@@ -166,7 +167,7 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
   std::shared_ptr<serve::ModelRunner> runner =
-      run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype); });
+      run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype, kv_dtype); });
   std::shared_ptr<const Transformer> draft_model;
   std::shared_ptr<serve::ModelRunner> draft_runner;
   if (!draft_dir.empty()) {
@@ -185,7 +186,7 @@ int run_serve(Args& args) {
       return std::shared_ptr<const Transformer>(draft.model);
     });
     draft_runner = run_on_transient_thread(
-        [&] { return std::make_shared<serve::InferenceRunner>(draft_model, weight_dtype); });
+        [&] { return std::make_shared<serve::InferenceRunner>(draft_model, weight_dtype, kv_dtype); });
   }
   const double t_runner = startup.seconds();
   serve::ServeMetrics metrics(scfg.model_name);
@@ -197,7 +198,8 @@ int run_serve(Args& args) {
   draft_runner.reset();
   metrics.record_model_loaded(engine.version(), unix_time_seconds(), startup.seconds(), /*is_reload=*/false);
   const double t_engine = startup.seconds();
-  serve::ModelReloaderConfig rcfg{model_dir, tokenizer_path, draft_model, watch_checkpoints, nullptr, weight_dtype};
+  serve::ModelReloaderConfig rcfg{model_dir,          tokenizer_path, draft_model, watch_checkpoints,
+                                  nullptr,            weight_dtype,   kv_dtype};
   if (!watch_checkpoints.empty()) {
     rcfg.load_checkpoint = [](const std::string& ck) -> std::shared_ptr<Transformer> {
       std::string step;
@@ -223,9 +225,10 @@ int run_serve(Args& args) {
   if (watch) reloader.start_watching(watch_interval);
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
-  LOG_INFO("serve: %s (%s), weights %s, %d threads, chat template: %s", scfg.model_name.c_str(),
-           model->config().describe().c_str(), weight_dtype == DType::kI8 ? "int8" : dtype_short_name(weight_dtype),
-           num_threads(), chat.origin().c_str());
+  LOG_INFO("serve: %s (%s), weights %s, KV cache %s (%d tokens), %d threads, chat template: %s",
+           scfg.model_name.c_str(), model->config().describe().c_str(),
+           weight_dtype == DType::kI8 ? "int8" : dtype_short_name(weight_dtype), dtype_short_name(kv_dtype),
+           engine.current()->num_blocks() * ecfg.block_size, num_threads(), chat.origin().c_str());
   LOG_INFO("serve: ready in %.2f s (weights + tokenizer %.2f, chat template %.2f, inference runner %.2f, KV cache "
            "and engine %.2f, HTTP %.2f)",
            startup.seconds(), t_load, t_chat - t_load, t_runner - t_chat, t_engine - t_runner,

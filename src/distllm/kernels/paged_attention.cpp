@@ -4,13 +4,20 @@
 #include <cmath>
 
 #include "distllm/base/cpu.h"
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 
 namespace distllm::kernels {
 
 namespace scalar {
 
-void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
+namespace {
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_to_f32(x); }
+
+template <typename T>
+void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
@@ -20,10 +27,10 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g
     float* s = scores + static_cast<int64_t>(i) * ctx;
     float mx = -INFINITY;
     for (int j = 0; j < ctx; ++j) {
-      const float* kj = kv.k + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
-                                j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
+      const T* kj = static_cast<const T*>(kv.k) + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
+                                                  j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
       float dot = 0.0f;
-      for (int d = 0; d < D; ++d) dot += qh[d] * kj[d];
+      for (int d = 0; d < D; ++d) dot += qh[d] * widen(kj[d]);
       s[j] = dot * kv.scale;
       mx = std::max(mx, s[j]);
     }
@@ -32,17 +39,29 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g
     float* o = q.out + row * q.out_row_stride + static_cast<int64_t>(h) * D;
     for (int d = 0; d < D; ++d) o[d] = 0.0f;
     for (int j = 0; j < ctx; ++j) {
-      const float* vj = kv.v + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
-                                j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
-      for (int d = 0; d < D; ++d) o[d] += s[j] * vj[d];
+      const T* vj = static_cast<const T*>(kv.v) + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
+                                                  j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
+      for (int d = 0; d < D; ++d) o[d] += s[j] * widen(vj[d]);
     }
     for (int d = 0; d < D; ++d) o[d] /= sum;
+  }
+}
+
+}  // namespace
+
+void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
+  if (kv.dtype == DType::kBF16) {
+    unit<uint16_t>(kv, q, row, g, scores);
+  } else {
+    unit<float>(kv, q, row, g, scores);
   }
 }
 
 }  // namespace scalar
 
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) {
+  DL_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kBF16, "paged attention: K/V dtype %s is not f32 or bf16",
+           dtype_short_name(kv.dtype));
   // Flatten (sequence, row, kv head) into one task list.
   std::vector<int64_t> first_task(queries.size() + 1, 0);
   int max_ctx = 0;

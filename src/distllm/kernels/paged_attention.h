@@ -6,16 +6,25 @@
 // table[p / block_size]. Each (query row, kv head) is computed on its own in a
 // fixed order (scores over keys ascending, softmax, weighted sum of values
 // ascending), so results never depend on what else is in the batch.
+//
+// K/V elements are f32 or bf16 (PagedKv::dtype, the KV cache's storage dtype);
+// bf16 rows are widened to f32 exactly in registers and all arithmetic is f32, so a
+// bf16 cache gives an f32 cache's result over the rounded values (bit for bit on
+// the scalar path; the AVX2 path for head_dim 32/64/80/96/128 pairs even and odd
+// elements in separate lanes, a different but fixed summation order).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "distllm/tensor/dtype.h"
+
 namespace distllm::kernels {
 
 struct PagedKv {
-  const float* k = nullptr;  // [num_blocks, block_size, kv_dim]
-  const float* v = nullptr;
+  const void* k = nullptr;  // [num_blocks, block_size, kv_dim] elements of dtype
+  const void* v = nullptr;
+  DType dtype = DType::kF32;  // f32 or bf16 (uint16_t bit patterns)
   int block_size = 16;
   int n_head = 1;
   int n_kv_head = 1;

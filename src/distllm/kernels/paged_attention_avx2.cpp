@@ -1,4 +1,5 @@
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "distllm/kernels/paged_attention.h"
@@ -9,44 +10,91 @@ namespace distllm::kernels::avx2 {
 
 namespace {
 
-// Kv head g's slice of the row of K or V (`base`) holding position j of q's sequence.
-inline const float* token_row(const PagedKv& kv, const PagedQuery& q, const float* base, int j, int g, int64_t kv_dim,
-                              int D) {
-  return base + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) * kv_dim +
+// Kv head g's slice of the row of K or V (`base`, elements T) holding position j of q's sequence.
+template <typename T>
+inline const T* token_row(const PagedKv& kv, const PagedQuery& q, const void* base, int j, int g, int64_t kv_dim,
+                          int D) {
+  return static_cast<const T*>(base) +
+         (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) * kv_dim +
          static_cast<int64_t>(g) * D;
+}
+
+// Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32: elements
+// [8c, 8c + 8). bf16: the 16 elements [16(c/2), 16(c/2) + 16) are loaded as eight
+// 32-bit lanes, each holding an even element (low half) and the odd one after it
+// (high half); even c takes the even elements (shift left by 16), odd c the odd
+// ones (mask off the low half). Both widen exactly and need no cross-lane shuffle
+// (which would compete for one port with nothing to gain). The query and output
+// vectors use the same element order (lanes(), below), so dot products and weighted
+// sums pair the right elements.
+inline __m256 load_kv(const float* row, int c) { return _mm256_loadu_ps(row + c * 8); }
+inline __m256 load_kv(const uint16_t* row, int c) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (c >> 1) * 16));
+  return _mm256_castsi256_ps((c & 1) ? _mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)))
+                                     : _mm256_slli_epi32(x, 16));
+}
+// Where lane m of vector c sits in the row: f32 8c + m; bf16 16(c/2) + 2m + c%2.
+template <typename T>
+inline int lane_index(int c, int m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return c * 8 + m;
+  } else {
+    return (c >> 1) * 16 + 2 * m + (c & 1);
+  }
+}
+template <typename T>
+inline __m256 load_q(const float* q, int c) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(q + c * 8);
+  } else {
+    alignas(32) float t[8];
+    for (int m = 0; m < 8; ++m) t[m] = q[lane_index<T>(c, m)];
+    return _mm256_load_ps(t);
+  }
+}
+template <typename T>
+inline void store_out(float* o, int c, __m256 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(o + c * 8, v);
+  } else {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (int m = 0; m < 8; ++m) o[lane_index<T>(c, m)] = t[m];
+  }
 }
 
 // One (query row, kv head) unit for head_dim = 8 * NC: the query and the output of
 // each head stay in registers, scores for four keys are reduced together, and
 // every key's and value's row is loaded once per query head. All of it depends only
 // on the query's own position, so the result is the same in any batch.
-template <int NC>
+template <int NC, typename T>
 void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   constexpr int D = NC * 8;
+  static_assert(std::is_same_v<T, float> || NC % 2 == 0, "bf16 rows are widened 16 elements at a time");
   const int rep = kv.n_head / kv.n_kv_head;
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
-  auto key_row = [&](const float* base, int j) { return token_row(kv, q, base, j, g, kv_dim, D); };
+  auto key_row = [&](const void* base, int j) { return token_row<T>(kv, q, base, j, g, kv_dim, D); };
   const __m256 scale = _mm256_set1_ps(kv.scale);
   for (int i = 0; i < rep; ++i) {
     __m256 qv[NC];
-    for (int c = 0; c < NC; ++c) qv[c] = _mm256_loadu_ps(qrow + i * D + c * 8);
+    for (int c = 0; c < NC; ++c) qv[c] = load_q<T>(qrow + i * D, c);
     float* s = scores + static_cast<int64_t>(i) * ctx;
     int j = 0;
     for (; j + 4 <= ctx; j += 4) {
-      const float* k0 = key_row(kv.k, j);
-      const float* k1 = key_row(kv.k, j + 1);
-      const float* k2 = key_row(kv.k, j + 2);
-      const float* k3 = key_row(kv.k, j + 3);
-      __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k0)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k1));
-      __m256 a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k2)), a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k3));
+      const T* k0 = key_row(kv.k, j);
+      const T* k1 = key_row(kv.k, j + 1);
+      const T* k2 = key_row(kv.k, j + 2);
+      const T* k3 = key_row(kv.k, j + 3);
+      __m256 a0 = _mm256_mul_ps(qv[0], load_kv(k0, 0)), a1 = _mm256_mul_ps(qv[0], load_kv(k1, 0));
+      __m256 a2 = _mm256_mul_ps(qv[0], load_kv(k2, 0)), a3 = _mm256_mul_ps(qv[0], load_kv(k3, 0));
       for (int c = 1; c < NC; ++c) {
-        a0 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k0 + c * 8), a0);
-        a1 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k1 + c * 8), a1);
-        a2 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k2 + c * 8), a2);
-        a3 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k3 + c * 8), a3);
+        a0 = _mm256_fmadd_ps(qv[c], load_kv(k0, c), a0);
+        a1 = _mm256_fmadd_ps(qv[c], load_kv(k1, c), a1);
+        a2 = _mm256_fmadd_ps(qv[c], load_kv(k2, c), a2);
+        a3 = _mm256_fmadd_ps(qv[c], load_kv(k3, c), a3);
       }
       // Horizontal sums of four vectors at once.
       __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
@@ -55,9 +103,9 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
       _mm_storeu_ps(s + j, _mm_mul_ps(sum4, _mm256_castps256_ps128(scale)));
     }
     for (; j < ctx; ++j) {
-      const float* kj = key_row(kv.k, j);
-      __m256 a = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kj));
-      for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(kj + c * 8), a);
+      const T* kj = key_row(kv.k, j);
+      __m256 a = _mm256_mul_ps(qv[0], load_kv(kj, 0));
+      for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], load_kv(kj, c), a);
       s[j] = simd::hsum(a) * kv.scale;
     }
     // Softmax numerators in place; the normaliser is applied at the end.
@@ -80,23 +128,35 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
     __m256 o[NC];
     for (int c = 0; c < NC; ++c) o[c] = _mm256_setzero_ps();
     for (j = 0; j < ctx; ++j) {
-      const float* vj = key_row(kv.v, j);
+      const T* vj = key_row(kv.v, j);
       __m256 p = _mm256_set1_ps(s[j]);
-      for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + c * 8), o[c]);
+      for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
     }
     __m256 inv = _mm256_set1_ps(inv_sum[i]);
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(orow + i * D + c * 8, _mm256_mul_ps(o[c], inv));
+    for (int c = 0; c < NC; ++c) store_out<T>(orow + i * D, c, _mm256_mul_ps(o[c], inv));
   }
 }
 
-// Any head_dim: vector primitives over memory.
+// Any head_dim: vector primitives over memory (bf16 rows are widened into a
+// per-thread row first).
+template <typename T>
 void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
-  auto key_row = [&](const float* base, int j) { return token_row(kv, q, base, j, g, kv_dim, D); };
+  thread_local std::vector<float> wide;
+  auto key_row = [&](const void* base, int j) -> const float* {
+    const T* r = token_row<T>(kv, q, base, j, g, kv_dim, D);
+    if constexpr (std::is_same_v<T, float>) {
+      return r;
+    } else {
+      if (wide.size() < static_cast<size_t>(D)) wide.resize(D);
+      for (int d = 0; d < D; ++d) wide[d] = bf16_to_f32(r[d]);
+      return wide.data();
+    }
+  };
   for (int j = 0; j < ctx; ++j) {
     const float* kj = key_row(kv.k, j);
     for (int i = 0; i < rep; ++i) scores[static_cast<int64_t>(i) * ctx + j] = dot(qrow + i * D, kj, D) * kv.scale;
@@ -117,19 +177,28 @@ void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float*
   for (int i = 0; i < rep; ++i) scale(orow + i * D, inv_sum[i], D);
 }
 
+template <typename T>
+void dispatch(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
+  switch (kv.head_dim) {
+    case 32: unit_fixed<4, T>(kv, q, row, g, scores, inv_sum); return;
+    case 64: unit_fixed<8, T>(kv, q, row, g, scores, inv_sum); return;
+    case 80: unit_fixed<10, T>(kv, q, row, g, scores, inv_sum); return;
+    case 96: unit_fixed<12, T>(kv, q, row, g, scores, inv_sum); return;
+    case 128: unit_fixed<16, T>(kv, q, row, g, scores, inv_sum); return;
+    default: unit_generic<T>(kv, q, row, g, scores, inv_sum); return;
+  }
+}
+
 }  // namespace
 
 void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
   const int rep = kv.n_head / kv.n_kv_head;
   thread_local std::vector<float> inv_sum;
   if (inv_sum.size() < static_cast<size_t>(rep)) inv_sum.resize(rep);
-  switch (kv.head_dim) {
-    case 32: unit_fixed<4>(kv, q, row, g, scores, inv_sum.data()); return;
-    case 64: unit_fixed<8>(kv, q, row, g, scores, inv_sum.data()); return;
-    case 80: unit_fixed<10>(kv, q, row, g, scores, inv_sum.data()); return;
-    case 96: unit_fixed<12>(kv, q, row, g, scores, inv_sum.data()); return;
-    case 128: unit_fixed<16>(kv, q, row, g, scores, inv_sum.data()); return;
-    default: unit_generic(kv, q, row, g, scores, inv_sum.data()); return;
+  if (kv.dtype == DType::kBF16) {
+    dispatch<uint16_t>(kv, q, row, g, scores, inv_sum.data());
+  } else {
+    dispatch<float>(kv, q, row, g, scores, inv_sum.data());
   }
 }
 

@@ -127,6 +127,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
   const int64_t kv_dim = cache.kv_dim();
   PagedKv kv;
   kv.block_size = cache.block_size();
+  kv.dtype = cache.dtype();
   kv.n_head = cfg_.n_head;
   kv.n_kv_head = cfg_.n_kv_head;
   kv.head_dim = cfg_.head_dim;
@@ -161,14 +162,15 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       rope_apply(qkv_.data(), N, QKV, cfg_.n_head, positions.data(), rope_, false);
       rope_apply(qkv_.data() + A, N, QKV, cfg_.n_kv_head, positions.data(), rope_, false);
     }
-    float* k_pool = cache.k_layer(l);
-    float* v_pool = cache.v_layer(l);
+    // K/V rows go into the cache in its dtype (rounded once for bf16); attention
+    // then reads every position, the chunk's own included, back from the cache, so
+    // a position's K/V is the same rounded value whichever chunk or batch wrote it.
     parallel_for(0, N, [&](int64_t r) {
-      std::memcpy(cache.k_row(l, tables[r], positions[r]), qkv_.data() + r * QKV + A, sizeof(float) * kv_dim);
-      std::memcpy(cache.v_row(l, tables[r], positions[r]), qkv_.data() + r * QKV + A + kv_dim, sizeof(float) * kv_dim);
+      const float* row = qkv_.data() + r * QKV + A;
+      cache.write_row(l, tables[r], positions[r], row, row + kv_dim);
     });
-    kv.k = k_pool;
-    kv.v = v_pool;
+    kv.k = cache.k_layer(l);
+    kv.v = cache.v_layer(l);
     {
       DL_PROFILE("infer.attention");
       paged_attention(kv, queries);

@@ -1,5 +1,5 @@
 // Perplexity through the inference path (InferenceModel over a paged KV cache), so
-// it measures what serving computes, in any weight dtype (--dtype).
+// it measures what serving computes, in any weight dtype (--dtype) and KV cache dtype (--kv-cache-dtype).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@ struct NllSum {
 };
 
 // Scores tokens[1..n) given the tokens before each, as one sequence from position
-// 0 (n <= the model's context). Log-softmax in double.
-NllSum sequence_nll(InferenceModel& model, const int32_t* tokens, int n);
+// 0 (n <= the model's context), with a KV cache stored in `kv_dtype` (f32 or
+// bf16). Log-softmax in double.
+NllSum sequence_nll(InferenceModel& model, const int32_t* tokens, int n, DType kv_dtype = DType::kF32);
 
 }  // namespace distllm

@@ -132,8 +132,10 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
     }
   }
   publish_stats();
-  LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens), max model length %d, prefix cache %s", kv_.num_blocks(),
-           config.block_size, kv_.num_blocks() * config.block_size, max_model_len_,
+  LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens, KV cache %s, %zu bytes per block), max model length %d, "
+           "prefix cache %s",
+           kv_.num_blocks(), config.block_size, kv_.num_blocks() * config.block_size,
+           dtype_short_name(runner_.kv_geometry().dtype), runner_.kv_bytes_per_block(config.block_size), max_model_len_,
            config.enable_prefix_cache ? "on" : "off");
   if (config_.speculative.method == SpeculativeMethod::kNgram && config_.speculative.enabled()) {
     LOG_INFO("engine: speculative decoding: ngram, %d tokens, n-gram %d..%d", config_.speculative.num_speculative_tokens,

@@ -6,21 +6,23 @@
 
 namespace distllm::serve {
 
-InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype)
-    : model_(std::move(model), weight_dtype) {}
+InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype, DType kv_dtype)
+    : model_(std::move(model), weight_dtype), kv_dtype_(kv_dtype) {
+  DL_CHECK(PagedKvCache::supports(kv_dtype), "--kv-cache-dtype must be f32 or bf16, not %s", dtype_short_name(kv_dtype));
+}
 
 KvGeometry InferenceRunner::kv_geometry() const {
   const ModelConfig& c = model_.config();
-  return {c.n_layer, c.n_kv_head, c.head_dim, 4, DType::kF32};
+  return {c.n_layer, c.n_kv_head, c.head_dim, static_cast<int>(dtype_size(kv_dtype_)), kv_dtype_};
 }
 
 size_t InferenceRunner::kv_bytes_per_block(int block_size) const {
-  return PagedKvCache::bytes_per_block(model_.config(), block_size);
+  return PagedKvCache::bytes_per_block(model_.config(), block_size, kv_dtype_);
 }
 
 void InferenceRunner::allocate_kv(int num_blocks, int block_size) {
   DL_CHECK(!cache_, "allocate_kv called twice");
-  cache_ = std::make_unique<PagedKvCache>(model_.config(), num_blocks, block_size);
+  cache_ = std::make_unique<PagedKvCache>(model_.config(), num_blocks, block_size, kv_dtype_);
 }
 
 void InferenceRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) {
@@ -41,28 +43,30 @@ void InferenceRunner::execute(const std::vector<SequenceChunk>& batch, std::vect
 
 namespace {
 
-// Where block `block`'s rows start in one layer's K or V storage, and how many floats they take.
+// Where block `block`'s rows start in one layer's K or V storage, and how many bytes they take.
 struct BlockSpan {
-  int64_t offset, floats;
+  size_t offset, bytes;
 };
 
 BlockSpan block_span(const PagedKvCache& cache, int32_t block) {
   DL_CHECK(block >= 0 && block < cache.num_blocks(), "KV block %d is outside [0, %d)", block, cache.num_blocks());
-  const int64_t floats = static_cast<int64_t>(cache.block_size()) * cache.kv_dim();
-  return {static_cast<int64_t>(block) * floats, floats};
+  const size_t bytes = cache.block_bytes_per_layer();
+  return {static_cast<size_t>(block) * bytes, bytes};
 }
 
 }  // namespace
 
+// The payload is the cache's own bytes (elements of kv_geometry().dtype), so a
+// transfer never converts: the fingerprint's dtype makes both ends agree first.
 void InferenceRunner::read_kv_block(int32_t block, void* out) const {
   DL_CHECK(cache_ != nullptr, "read_kv_block before allocate_kv");
   const BlockSpan s = block_span(*cache_, block);
   char* dst = static_cast<char*>(out);
-  const size_t bytes = static_cast<size_t>(s.floats) * sizeof(float);
+  const PagedKvCache& cache = *cache_;
   for (int l = 0; l < model_.config().n_layer; ++l) {
-    std::memcpy(dst, cache_->k_layer(l) + s.offset, bytes);
-    std::memcpy(dst + bytes, cache_->v_layer(l) + s.offset, bytes);
-    dst += 2 * bytes;
+    std::memcpy(dst, static_cast<const char*>(cache.k_layer(l)) + s.offset, s.bytes);
+    std::memcpy(dst + s.bytes, static_cast<const char*>(cache.v_layer(l)) + s.offset, s.bytes);
+    dst += 2 * s.bytes;
   }
 }
 
@@ -70,11 +74,10 @@ void InferenceRunner::write_kv_block(int32_t block, const void* in) {
   DL_CHECK(cache_ != nullptr, "write_kv_block before allocate_kv");
   const BlockSpan s = block_span(*cache_, block);
   const char* src = static_cast<const char*>(in);
-  const size_t bytes = static_cast<size_t>(s.floats) * sizeof(float);
   for (int l = 0; l < model_.config().n_layer; ++l) {
-    std::memcpy(cache_->k_layer(l) + s.offset, src, bytes);
-    std::memcpy(cache_->v_layer(l) + s.offset, src + bytes, bytes);
-    src += 2 * bytes;
+    std::memcpy(static_cast<char*>(cache_->k_layer(l)) + s.offset, src, s.bytes);
+    std::memcpy(static_cast<char*>(cache_->v_layer(l)) + s.offset, src + s.bytes, s.bytes);
+    src += 2 * s.bytes;
   }
 }
 

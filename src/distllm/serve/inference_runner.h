@@ -12,8 +12,11 @@ namespace distllm::serve {
 
 class InferenceRunner : public ModelRunner {
  public:
-  // weight_dtype: how the linears are stored (InferenceModel).
-  explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32);
+  // weight_dtype: how the linears are stored (InferenceModel). kv_dtype: how the
+  // paged K/V cache stores its elements (f32 or bf16, --kv-cache-dtype); it sets
+  // kv_geometry().dtype, the bytes per block and so the KV transfer fingerprint.
+  explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
+                           DType kv_dtype = DType::kF32);
 
   KvGeometry kv_geometry() const override;
   size_t kv_bytes_per_block(int block_size) const override;
@@ -23,9 +26,11 @@ class InferenceRunner : public ModelRunner {
   void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) override;
   void read_kv_block(int32_t block, void* out) const override;
   void write_kv_block(int32_t block, const void* in) override;
+  DType kv_dtype() const { return kv_dtype_; }
 
  private:
   InferenceModel model_;
+  DType kv_dtype_ = DType::kF32;
   std::unique_ptr<PagedKvCache> cache_;
   std::vector<InferenceChunk> chunks_;
 };

@@ -91,9 +91,10 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
         throw Refused(strprintf("its vocabulary has %d tokens but the draft model's has %d",
                                 b.model->config().vocab_size, config_.draft_model->config().vocab_size),
                       "incompatible_vocabulary");
-      auto runner = std::make_shared<InferenceRunner>(b.model, config_.weight_dtype);
+      auto runner = std::make_shared<InferenceRunner>(b.model, config_.weight_dtype, config_.kv_cache_dtype);
       std::shared_ptr<ModelRunner> draft;
-      if (config_.draft_model) draft = std::make_shared<InferenceRunner>(config_.draft_model, config_.weight_dtype);
+      if (config_.draft_model)
+        draft = std::make_shared<InferenceRunner>(config_.draft_model, config_.weight_dtype, config_.kv_cache_dtype);
       // Whatever changed in the directory while it was read could be a mix of two
       // models: only a state that stayed the same throughout is installed.
       ModelDirState after = inspect_watched(dir, kind());

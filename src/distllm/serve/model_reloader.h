@@ -41,6 +41,7 @@ struct ModelReloaderConfig {
   std::string checkpoint_dir;
   std::function<std::shared_ptr<Transformer>(const std::string& checkpoint_dir)> load_checkpoint;
   DType weight_dtype = DType::kF32;  // --dtype: how every version's linears are stored
+  DType kv_cache_dtype = DType::kF32;  // --kv-cache-dtype: how every version's K/V cache is stored
 };
 
 class ModelReloader {

@@ -35,7 +35,7 @@ struct KvGeometry {
   int num_layers = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  int dtype_bytes = 4;  // bytes per stored K or V element (fp32 today)
+  int dtype_bytes = 4;  // bytes per stored K or V element (4 for f32, 2 for bf16)
   DType dtype = DType::kF32;  // the stored element type (dtype_bytes == dtype_size(dtype))
 
   // K and V for one token across all layers.
