@@ -10,16 +10,12 @@
 # Model: build/release/bin/serve_make_tiny_model /tmp/gpt2-tiny --preset gpt2-tiny
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DISTLLM=${DISTLLM:-build/release/bin/distllm}
 MODEL=${1:?usage: route_cache_aware.sh MODEL_DIR [ROUNDS]}
 ROUNDS=${2:-3}
 KV_GIB=${KV_GIB:-0.09}
 PROMPTS=${PROMPTS:-128}
 BASE=${BASE_PORT:-8310}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_health() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0; sleep 0.1; done; echo "no health on $1"; exit 1; }
+source bench/serve_common.sh  # pids, stop_all on exit, wait_health
 for i in 1 2; do
   "$DISTLLM" serve --model "$MODEL" --port $((BASE + i)) --threads 1 --kv-cache-memory "$KV_GIB" > /tmp/route_replica$i.log 2>&1 &
   pids+=($!)

@@ -8,15 +8,11 @@
 # Model: build/release/bin/serve_make_tiny_model /tmp/gpt2-tiny --preset gpt2-tiny
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DISTLLM=${DISTLLM:-build/release/bin/distllm}
 MODEL=${1:?usage: route_overhead.sh MODEL_DIR [ROUNDS]}
 ROUNDS=${2:-5}
 NUM=${NUM:-200}
 BASE=${BASE_PORT:-8330}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_health() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0; sleep 0.1; done; echo "no health on $1"; exit 1; }
+source bench/serve_common.sh  # pids, stop_all on exit, wait_health
 # No prefix cache, and every run its own prompts: a run must not find the previous
 # run's prompts cached (that would flatter whichever path goes second).
 "$DISTLLM" serve --model "$MODEL" --port $((BASE + 1)) --threads 1 --no-prefix-cache > /tmp/route_overhead_replica.log 2>&1 &

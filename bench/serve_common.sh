@@ -21,7 +21,23 @@ start_server() {
 stop_server() {
   if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=; fi
 }
-trap stop_server EXIT
+
+# Benchmarks with several processes (replicas, a router) add their pids to `pids`;
+# stop_all (also run on exit) stops them and the server.
+pids=()
+stop_all() {
+  stop_server
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+trap stop_all EXIT
+
+# wait_health PORT: waits (up to 60 s) for a 200 from /health on 127.0.0.1:PORT.
+wait_health() {
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0; sleep 0.1; done
+  echo "no health on $1"; exit 1
+}
 
 # bench ARGS...: runs `distllm bench serve` against the server, saving JSON to $OUT.
 bench() {

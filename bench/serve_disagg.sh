@@ -13,7 +13,6 @@
 # Model: build/release/bin/serve_make_tiny_model /tmp/gpt2-tiny --preset gpt2-tiny
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DISTLLM=${DISTLLM:-build/release/bin/distllm}
 MODEL=${1:?usage: serve_disagg.sh MODEL_DIR}
 RATE=${RATE:-1}
 PROMPTS=${PROMPTS:-24}
@@ -23,10 +22,7 @@ MIN_TOKENS=${MIN_TOKENS:-256}
 BASE=${BASE_PORT:-8410}
 OUT=${OUT_DIR:-/tmp/serve_disagg}
 mkdir -p "$OUT"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-wait_health() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0; sleep 0.1; done; echo "no health on $1"; exit 1; }
+source bench/serve_common.sh  # pids, stop_all on exit, wait_health
 serve() {  # PORT LOG ARGS...
   local port=$1 log=$2; shift 2
   "$DISTLLM" serve --model "$MODEL" --port "$port" --threads 1 "$@" > "$log" 2>&1 &
@@ -41,7 +37,6 @@ load() {  # NAME: both classes at once through the router on $BASE
   local b=$!
   wait "$a" "$b"
 }
-stop_all() { cleanup; pids=(); }
 
 # Co-located: 2 replicas.
 serve $((BASE + 1)) "$OUT/colo1.log"
