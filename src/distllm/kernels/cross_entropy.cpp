@@ -53,4 +53,20 @@ void cross_entropy_forward_backward(float* losses, float* logits, const int32_t*
   });
 }
 
+void logsumexp_rows(float* lse, const float* logits, int64_t N, int V) {
+  auto lse_fn = use_avx2() ? avx2::logsumexp : scalar::logsumexp;
+  parallel_for(0, N, [&](int64_t n) { lse[n] = lse_fn(logits + n * V, V); });
+}
+
+void softmax_rows_from_lse(float* logits, const float* lse, const int32_t* targets, int64_t N, int V, float scale) {
+  auto softmax_fn = use_avx2() ? avx2::softmax_from_lse : scalar::softmax_from_lse;
+  parallel_for(0, N, [&](int64_t n) {
+    float* row = logits + n * V;
+    if (targets[n] == kIgnoreIndex)
+      std::memset(row, 0, sizeof(float) * V);
+    else
+      softmax_fn(row, lse[n], scale, V);
+  });
+}
+
 }  // namespace distllm::kernels

@@ -20,6 +20,14 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
 void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int64_t N, int V,
                                     float grad_scale);
 
+// The pieces of a cross-entropy whose vocabulary is split across ranks (tensor
+// parallelism), where the log-sum-exp of a row is combined from every rank's part:
+// lse[n] = logsumexp(logits[n]) over this part of the row.
+void logsumexp_rows(float* lse, const float* logits, int64_t N, int V);
+// logits[n] := scale * exp(logits[n] - lse[n]) (softmax with a given normaliser),
+// and zero for rows whose target is kIgnoreIndex.
+void softmax_rows_from_lse(float* logits, const float* lse, const int32_t* targets, int64_t N, int V, float scale);
+
 #define DISTLLM_CROSS_ENTROPY_KERNELS                                                  \
   /* returns log(sum(exp(x))) computed stably */                                       \
   float logsumexp(const float* x, int n);                                               \

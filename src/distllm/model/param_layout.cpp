@@ -44,9 +44,10 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
       std::string p = strprintf("transformer.h.%d.", i);
       add(p + "ln_1.weight", {C}, false);
       add(p + "ln_1.bias", {C}, false);
-      add(p + "attn.c_attn.weight", {C, 3 * C}, true);
-      add(p + "attn.c_attn.bias", {3 * C}, false);
-      add(p + "attn.c_proj.weight", {C, C}, true);
+      // 3C and C for a whole model; a tensor-parallel shard's own heads otherwise.
+      add(p + "attn.c_attn.weight", {C, c.qkv_dim()}, true);
+      add(p + "attn.c_attn.bias", {c.qkv_dim()}, false);
+      add(p + "attn.c_proj.weight", {A, C}, true);
       add(p + "attn.c_proj.bias", {C}, false);
       add(p + "ln_2.weight", {C}, false);
       add(p + "ln_2.bias", {C}, false);

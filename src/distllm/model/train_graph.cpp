@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/profiler.h"
@@ -81,14 +83,29 @@ void TrainGraph::alloc_acts(LayerActs& a) {
   alloc(a.mlp_act, BT_ * cfg_.mlp_act_dim());
 }
 
-TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing)
-    : cfg_(config),
-      layout_(config),
+namespace {
+
+// Under tensor parallelism the graph computes with the shard's sizes.
+const ModelConfig& graph_config(const ModelConfig& config, const TensorParallel& tp) {
+  config.validate();
+  if (tp.plan == nullptr) return config;
+  DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
+  DL_CHECK(tp.plan->size() == 1 || tp.comm != nullptr, "tensor parallelism needs its group's collectives");
+  return tp.plan->local();
+}
+
+}  // namespace
+
+TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing,
+                       TensorParallel tp)
+    : cfg_(graph_config(config, tp)),
+      layout_(cfg_),
+      tp_(tp),
+      vocab_(config.vocab_size),
       B_(batch),
       T_(seq_len),
       BT_(static_cast<int64_t>(batch) * seq_len),
       checkpointing_(checkpointing) {
-  cfg_.validate();
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
   DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
   DL_CHECK(seq_len <= cfg_.max_position, "sequence length %d exceeds the model's context (%d)", seq_len,
@@ -121,7 +138,10 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   alloc(dattn_, BT_ * cfg_.attn_dim());
   alloc(dmlp_in_, BT_ * cfg_.mlp_in_dim());
   alloc(dmlp_act_, BT_ * cfg_.mlp_act_dim());
-  alloc(logits_chunk_, head_chunk_rows(BT_, cfg_.vocab_size) * cfg_.vocab_size);
+  // The chunking follows the whole vocabulary, so every tp rank runs the same chunks.
+  alloc(logits_chunk_, head_chunk_rows(BT_, vocab_) * cfg_.vocab_size);
+  if (tp_.active() && tp_.plan->kv_replicas() > 1)
+    alloc(kv_sum_, BT_ * 2 * tp_.plan->full().n_kv_head * cfg_.head_dim);
 }
 
 size_t TrainGraph::activation_bytes() const {
@@ -129,7 +149,7 @@ size_t TrainGraph::activation_bytes() const {
   for (const auto& in : inputs_) n += in.size();
   n += final_input_.size() + final_norm_.size() + final_mean_.size() + final_rstd_.size() + losses_.size();
   n += dresid_.size() + dnorm_.size() + dqkv_.size() + dattn_.size() + dmlp_in_.size() + dmlp_act_.size() +
-       logits_chunk_.size();
+       logits_chunk_.size() + kv_sum_.size();
   n *= sizeof(float);
   for (const auto& a : layers_) n += a.bytes();
   return n + recompute_.bytes();
@@ -193,7 +213,7 @@ void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs
   }
   {
     DL_PROFILE("fwd.matmul");
-    matmul_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, BT_, cfg_.attn_dim(), C, lay);
+    row_parallel_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, cfg_.attn_dim());
   }
   {
     DL_PROFILE("fwd.residual");
@@ -216,7 +236,7 @@ void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs
   }
   {
     DL_PROFILE("fwd.matmul");
-    matmul_forward(out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, BT_, cfg_.mlp_act_dim(), C, lay);
+    row_parallel_forward(out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, cfg_.mlp_act_dim());
   }
   {
     DL_PROFILE("fwd.residual");
@@ -236,16 +256,22 @@ float TrainGraph::forward(Transformer& model, const int32_t* tokens, const int32
 }
 
 float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t* targets, const ForwardArgs& args) {
-  const int C = cfg_.n_embd;
   for (int64_t i = 0; i < BT_; ++i) {
-    DL_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab_size, "token id %d at position %lld is outside the vocabulary [0, %d)",
-             tokens[i], (long long)i, cfg_.vocab_size);
-    DL_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < cfg_.vocab_size),
-             "target id %d at position %lld is outside the vocabulary [0, %d)", targets[i], (long long)i,
-             cfg_.vocab_size);
+    DL_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "token id %d at position %lld is outside the vocabulary [0, %d)",
+             tokens[i], (long long)i, vocab_);
+    DL_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab_),
+             "target id %d at position %lld is outside the vocabulary [0, %d)", targets[i], (long long)i, vocab_);
   }
   DL_CHECK(args.loss_normalizer >= 0, "loss normalizer must be >= 0");
-  std::memcpy(tokens_.data(), tokens, sizeof(int32_t) * BT_);
+  DL_CHECK(!tp_.active() || args.logits_out == nullptr,
+           "logits_out is not available under tensor parallelism (each rank holds a slice of the vocabulary)");
+  if (tp_.active()) {
+    // This rank's rows of the embedding table; -1 for the other ranks' tokens.
+    const int v0 = tp_.plan->vocab_begin(), v1 = v0 + cfg_.vocab_size;
+    for (int64_t i = 0; i < BT_; ++i) tokens_[i] = tokens[i] >= v0 && tokens[i] < v1 ? tokens[i] - v0 : -1;
+  } else {
+    std::memcpy(tokens_.data(), tokens, sizeof(int32_t) * BT_);
+  }
   const TrainHooks* hooks = args.hooks;
   auto before = [&](int group) {
     if (hooks && hooks->before_group_forward) hooks->before_group_forward(group);
@@ -258,7 +284,7 @@ float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t
   before(embed);
   EmbedTensors emb = layout_.embed_view(src.group_params(embed));
   float* first = cfg_.n_layer > 0 ? inputs_[0].data() : final_input_.data();
-  embedding_forward(first, tokens, positions_.data(), emb.wte, emb.wpe, BT_, C);
+  embed_forward(emb, tokens_.data(), first);
   after(embed);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const int g = layout_.layer_group(l);
@@ -275,7 +301,7 @@ float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t
 }
 
 float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args) {
-  const int C = cfg_.n_embd, V = cfg_.vocab_size;
+  const int C = cfg_.n_embd, V = cfg_.vocab_size;  // V: this rank's vocabulary rows under tp
   const int head_g = layout_.head_group(), embed_g = layout_.embed_group();
   const bool tied = layout_.head_uses_embedding();
   HeadTensors head = layout_.head_view(src.group_params(head_g), tied ? src.group_params(embed_g) : nullptr);
@@ -294,7 +320,7 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
     dhead = layout_.head_view(src.group_grads(head_g), tied ? src.group_grads(embed_g) : nullptr);
     dnorm_.zero();
   }
-  const int64_t chunk = head_chunk_rows(BT_, V);
+  const int64_t chunk = head_chunk_rows(BT_, vocab_);
   for (int64_t r0 = 0; r0 < BT_; r0 += chunk) {
     int64_t rows = std::min(chunk, BT_ - r0);
     float* logits = logits_chunk_.data();
@@ -304,11 +330,15 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
       matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, WeightLayout::kOutIn);
     }
     if (args.logits_out) std::memcpy(args.logits_out + r0 * V, logits, sizeof(float) * rows * V);
-    if (!args.compute_grad) {
+    if (tp_.active()) {
+      DL_PROFILE("head.cross_entropy");
+      vocab_parallel_cross_entropy(losses_.data() + r0, logits, targets + r0, rows, V, tp_.plan->vocab_begin(),
+                                   ce_scale, args.compute_grad, *tp_.comm);
+      if (!args.compute_grad) continue;
+    } else if (!args.compute_grad) {
       cross_entropy_forward(losses_.data() + r0, logits, targets + r0, rows, V);
       continue;
-    }
-    {
+    } else {
       DL_PROFILE("head.cross_entropy");
       cross_entropy_forward_backward(losses_.data() + r0, logits, targets + r0, rows, V, ce_scale);
     }
@@ -316,6 +346,8 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
     matmul_backward_input(dnorm_.data() + r0 * C, logits, head.lm_head, rows, C, V, WeightLayout::kOutIn);
     matmul_backward_weight(dhead.lm_head, nullptr, logits, x, rows, C, V, WeightLayout::kOutIn);
   }
+  // Each rank's vocabulary rows gave part of d(final norm output).
+  if (args.compute_grad) tp_allreduce(dnorm_.data(), BT_ * C);
   double total = 0.0;
   for (int64_t i = 0; i < BT_; ++i) total += losses_[i];
   return normalizer_ > 0 ? static_cast<float>(total / static_cast<double>(normalizer_)) : 0.0f;
@@ -349,6 +381,7 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, co
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_input(dnorm_.data(), dmlp_in_.data(), w.mlp_in_w, BT_, C, cfg_.mlp_in_dim(), lay);
+    tp_allreduce(dnorm_.data(), BT_ * C);
   }
   {
     DL_PROFILE("bwd.matmul");
@@ -395,13 +428,20 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, co
     rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_.data(), rope_, true);
   }
   }
-  {
-    DL_PROFILE("bwd.matmul");
-    matmul_backward_input(dnorm_.data(), dqkv_.data(), w.qkv_w, BT_, C, cfg_.qkv_dim(), lay);
-  }
+  if (kv_sum_.size() != 0) sum_replicated_kv_grads(dk, dv);
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_weight(g.qkv_w, g.qkv_b, dqkv_.data(), a.norm1.data(), BT_, C, cfg_.qkv_dim(), lay);
+  }
+  if (kv_sum_.size() != 0 && tp_.plan->rank() % tp_.plan->kv_replicas() != 0) {
+    // The replicated key/value heads' input gradient comes from one of their ranks
+    // only; the others' is summed in by the all-reduce below.
+    for (int64_t r = 0; r < BT_; ++r) std::memset(dk + r * cfg_.qkv_dim(), 0, sizeof(float) * 2 * kv_off);
+  }
+  {
+    DL_PROFILE("bwd.matmul");
+    matmul_backward_input(dnorm_.data(), dqkv_.data(), w.qkv_w, BT_, C, cfg_.qkv_dim(), lay);
+    tp_allreduce(dnorm_.data(), BT_ * C);
   }
   if (cfg_.is_gpt2()) {
     {
@@ -464,6 +504,57 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
     }
   }
   ready(embed_g);
+}
+
+void TrainGraph::tp_allreduce(float* data, int64_t n) {
+  if (!tp_.active()) return;
+  DL_PROFILE("tp.allreduce");
+  tp_.comm->allreduce_sum(data, n);
+}
+
+void TrainGraph::row_parallel_forward(float* out, const float* in, const float* w, const float* b, int in_dim) {
+  const int C = cfg_.n_embd;
+  const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  if (!tp_.active()) {
+    matmul_forward(out, in, w, b, BT_, in_dim, C, lay);
+    return;
+  }
+  matmul_forward(out, in, w, nullptr, BT_, in_dim, C, lay);
+  tp_allreduce(out, BT_ * C);
+  if (b) parallel_for(0, BT_, [&](int64_t r) { add_inplace(out + r * C, b, C); });
+}
+
+void TrainGraph::embed_forward(const EmbedTensors& emb, const int32_t* tokens, float* out) {
+  const int C = cfg_.n_embd;
+  if (!tp_.active()) {
+    embedding_forward(out, tokens, positions_.data(), emb.wte, emb.wpe, BT_, C);
+    return;
+  }
+  // Each token's row comes from the one rank holding it; positions are replicated,
+  // so they are added after the sum (once).
+  embedding_forward(out, tokens, positions_.data(), emb.wte, nullptr, BT_, C);
+  tp_allreduce(out, BT_ * C);
+  if (emb.wpe)
+    parallel_for(0, BT_, [&](int64_t r) { add_inplace(out + r * C, emb.wpe + int64_t(positions_[r]) * C, C); });
+}
+
+void TrainGraph::sum_replicated_kv_grads(float* dk, float* dv) {
+  // Ranks sharing a key/value head each hold part of its gradient (from their own
+  // query heads). One all-reduce over the tp group sums every head's parts: each
+  // rank writes its head's d(k) and d(v) into that head's columns, zeros elsewhere.
+  DL_PROFILE("tp.kv_sum");
+  const int64_t D = cfg_.head_dim, heads = tp_.plan->full().n_kv_head, row = 2 * heads * D;
+  const int64_t at = tp_.plan->kv_head_begin() * D;
+  kv_sum_.zero();
+  for (int64_t r = 0; r < BT_; ++r) {
+    std::memcpy(kv_sum_.data() + r * row + at, dk + r * cfg_.qkv_dim(), sizeof(float) * D);
+    std::memcpy(kv_sum_.data() + r * row + heads * D + at, dv + r * cfg_.qkv_dim(), sizeof(float) * D);
+  }
+  tp_.comm->allreduce_sum(kv_sum_.data(), BT_ * row);
+  for (int64_t r = 0; r < BT_; ++r) {
+    std::memcpy(dk + r * cfg_.qkv_dim(), kv_sum_.data() + r * row + at, sizeof(float) * D);
+    std::memcpy(dv + r * cfg_.qkv_dim(), kv_sum_.data() + r * row + heads * D + at, sizeof(float) * D);
+  }
 }
 
 }  // namespace distllm

@@ -22,6 +22,15 @@
 // group_grads_ready(head). Backward finishes groups in the order head, layer L-1,
 // ..., layer 0, embed; the embedding backward reads no parameters.
 //
+// Tensor parallelism (tensor_parallel.h): given a plan and its group's collectives,
+// the graph computes one shard of every layer (its heads, MLP columns and vocabulary
+// rows) and all-reduces where Megatron does: the row-parallel outputs in forward,
+// the column-parallel inputs' gradients in backward, the embedding lookup, and the
+// cross-entropy's row statistics. Every rank of the group then holds the same
+// residual stream, loss and replicated-parameter gradients. ParamSource serves the
+// shard's flat buffers (the plan's local layout). The embedding_backward hook
+// receives token ids of this rank's rows (-1 for tokens another rank holds).
+//
 // Activation checkpointing keeps only the input of a checkpointed layer and runs
 // its forward again inside backward; the recomputation is bit-identical, so loss and
 // gradients do not change.
@@ -34,6 +43,7 @@
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/kernels/rope.h"
 #include "distllm/model/param_source.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/model/transformer.h"
 
 namespace distllm {
@@ -70,9 +80,17 @@ struct ActivationCheckpointing {
   std::string describe() const;
 };
 
+// A tensor-parallel shard's plan and its group's collectives (both outlive the graph).
+struct TensorParallel {
+  const TensorParallelPlan* plan = nullptr;
+  TensorParallelComm* comm = nullptr;
+  bool active() const { return plan != nullptr && plan->size() > 1; }
+};
+
 class TrainGraph {
  public:
-  TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {});
+  TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {},
+             TensorParallel tp = {});
 
   int batch() const { return B_; }
   int seq_len() const { return T_; }
@@ -113,14 +131,16 @@ class TrainGraph {
     size_t bytes() const;
   };
 
-  ModelConfig cfg_;
+  ModelConfig cfg_;  // the shard's sizes under tensor parallelism
   ParamLayout layout_;
+  TensorParallel tp_;
+  int vocab_;        // the whole vocabulary
   int B_, T_;
   int64_t BT_;
   ActivationCheckpointing checkpointing_;
   kernels::RopeTable rope_;
   std::vector<int32_t> positions_;  // [BT]: t for each row
-  std::vector<int32_t> tokens_;     // copies kept for the embedding backward
+  std::vector<int32_t> tokens_;     // copies kept for the embedding backward (this rank's rows under tp)
   // Residual stream entering each layer [BT, C] (kept for every layer), and the
   // rest of each layer's activations (empty for checkpointed layers, which use
   // recompute_ in forward and again in backward).
@@ -131,6 +151,7 @@ class TrainGraph {
   AlignedBuffer<float> losses_;
   // Scratch for backward and the head.
   AlignedBuffer<float> dresid_, dnorm_, dqkv_, dattn_, dmlp_in_, dmlp_act_, logits_chunk_;
+  AlignedBuffer<float> kv_sum_;  // tp with replicated key/value heads: [BT, 2 * n_kv_head(all) * D]
   int64_t valid_targets_ = 0;
   int64_t normalizer_ = 0;
   bool grad_pending_ = false;
@@ -141,6 +162,13 @@ class TrainGraph {
   void layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out);
   void layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a);
   float head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args);
+  // Tensor parallelism (no-ops on one rank).
+  void tp_allreduce(float* data, int64_t n);
+  // out = in @ w (+ b): a row-parallel linear, whose partial products are summed
+  // over the tp group before the bias is added once.
+  void row_parallel_forward(float* out, const float* in, const float* w, const float* b, int in_dim);
+  void embed_forward(const EmbedTensors& emb, const int32_t* tokens, float* out);
+  void sum_replicated_kv_grads(float* dk, float* dv);
 };
 
 }  // namespace distllm
