@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "distllm/base/aligned_buffer.h"
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/strings.h"
@@ -137,6 +138,28 @@ void TensorParallelPlan::full_to_local(const float* full, float* local) const {
 
 void TensorParallelPlan::local_to_full(const float* local, float* full) const {
   for (size_t k = 0; k < slices_.size(); ++k) copy_tensor(static_cast<int>(k), local, full, false);
+}
+
+void gather_tensor_parallel(TensorParallelComm& comm, const TensorParallelPlan& plan, const float* local,
+                            float* full) {
+  const int n = comm.size();
+  DL_CHECK(n == plan.size() && comm.rank() == plan.rank(), "the tp group does not match the tensor-parallel plan");
+  // Shards differ in size when the MLP width or the vocabulary splits unevenly.
+  std::vector<TensorParallelPlan> plans;
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    plans.emplace_back(plan.full(), n, r);
+    counts.push_back(plans.back().local_layout().total_size());
+    total += counts.back();
+  }
+  AlignedBuffer<float> all(static_cast<size_t>(total));
+  comm.allgatherv(local, all.data(), counts.data());
+  int64_t at = 0;
+  for (int r = 0; r < n; ++r) {
+    plans[static_cast<size_t>(r)].local_to_full(all.data() + at, full);
+    at += counts[static_cast<size_t>(r)];
+  }
 }
 
 void vocab_parallel_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int Vl,

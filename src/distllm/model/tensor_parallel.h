@@ -24,20 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "distllm/base/tensor_parallel_comm.h"
 #include "distllm/model/config.h"
 #include "distllm/model/param_layout.h"
 
 namespace distllm {
-
-// The collectives of a tensor-parallel graph, over its tp group. train/ implements
-// them with a ProcessGroup (model/ does not depend on comm/). Every rank of the
-// group calls them in the same order; a failure (a lost rank) throws.
-class TensorParallelComm {
- public:
-  virtual ~TensorParallelComm() = default;
-  virtual void allreduce_sum(float* data, int64_t n) = 0;
-  virtual void allreduce_max(float* data, int64_t n) = 0;
-};
 
 // Where a shard's tensor comes from in the whole (Hugging Face) tensor: the
 // concatenation, along `axis`, of the ranges (the other axis whole). A 1-D tensor
@@ -100,6 +91,12 @@ class TensorParallelPlan {
   // Copies between one whole tensor and its shard; to_local picks the direction.
   void copy_tensor(int tensor, const float* from, float* to, bool to_local) const;
 };
+
+// The whole model's flat parameters (plan.full_layout()) on every rank of the tp
+// group, from each rank's shard (plan.local_layout()). Collective over `comm`, whose
+// rank r holds shard r.
+void gather_tensor_parallel(TensorParallelComm& comm, const TensorParallelPlan& plan, const float* local,
+                            float* full);
 
 // The cross-entropy of an LM head split by vocabulary: logits [N, Vl] are this
 // rank's columns [vocab_begin, vocab_begin + Vl) of each row. Writes each row's

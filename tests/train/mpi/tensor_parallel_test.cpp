@@ -13,7 +13,7 @@
 #include "distllm/comm/world.h"
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
-#include "distllm/train/tensor_parallel_group.h"
+#include "distllm/comm/tensor_parallel_comm.h"
 
 namespace distllm {
 namespace {
@@ -86,7 +86,7 @@ void expect_parity(const ModelConfig& cfg, int tp) {
   ref.backward(whole);
 
   TensorParallelPlan plan(cfg, tp, group->rank());
-  GroupTensorParallelComm comm(group);
+  comm::GroupTensorParallelComm comm(group);
   ShardBuffers shard(plan.local_layout());
   plan.full_to_local(whole.params(), shard.params.data());
   TrainGraph graph(cfg, kB, kT, {}, TensorParallel{&plan, &comm});
@@ -105,7 +105,7 @@ void expect_parity(const ModelConfig& cfg, int tp) {
   }
   // Gathering every rank's shard gives back the whole model.
   std::vector<float> gathered(static_cast<size_t>(whole.size()), -1.0f);
-  gather_tensor_parallel(*group, plan, shard.params.data(), gathered.data());
+  gather_tensor_parallel(comm, plan, shard.params.data(), gathered.data());
   for (const ParamTensor& t : whole.layout().tensors())
     for (int64_t i = 0; i < t.numel; ++i) ASSERT_EQ(gathered[t.offset + i], whole.params()[t.offset + i]) << t.name;
 }
