@@ -29,6 +29,7 @@
 #include "distllm/plan/plan.h"
 #include "distllm/tokenizer/tokenizer.h"
 #include "distllm/train/checkpointing.h"
+#include "distllm/train/model_parallel_groups.h"
 #include "distllm/train/rank_consistency.h"
 #include "distllm/train/trainer.h"
 
@@ -250,6 +251,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: do not gather the next group ahead of use");
   pc.check_replicas = args.get_flag("check-replicas", "debug: check replicated parameters are identical after every step");
   pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
+  const std::string mesh_text = args.get_string(
+      "mesh", "", "dp=D,tp=T (any order): tensor-parallel groups of T consecutive ranks, data parallel (--strategy) "
+                  "across D of them; dp may be left out (default: every rank data parallel)");
   double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
 
   CheckpointOptions ck;
@@ -341,7 +345,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     DL_CHECK(problem.empty(), "--out %s", problem.c_str());
   }
 
-  DataParallel dp(cfg, pc, o.adamw, world);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg);
+  DL_CHECK(!groups.tensor_parallel().active() || ck.dir.empty(),
+           "--checkpoint-dir: checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel());
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
     dp.load_full(loaded->params());
@@ -351,16 +358,19 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   dp.sync_parameters();
 
   const bool lead = rank == 0;
-  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * world_size;
+  // Tensor-parallel ranks share their batch: the data-parallel ranks count.
+  const int data_ranks = dp.world_size();
+  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * data_ranks;
   if (lead) {
     std::printf("model: %s\n", cfg.describe().c_str());
     std::printf("data: %s, %llu tokens%s\n", train->origin().c_str(), (unsigned long long)train->size(),
                 val ? strprintf("; validation %llu tokens", (unsigned long long)val->size()).c_str() : "");
     std::printf("parallel: %s; %lld thread%s per rank\n", dp.describe().c_str(), (long long)threads,
                 threads == 1 ? "" : "s");
-    std::printf("batch %d x %d tokens x %d rank%s, %d accumulation step(s) = %.0f tokens/step, %lld steps, "
-                "lr %g -> %g (%s, warmup %lld)%s\n",
-                o.batch, o.seq_len, world_size, world_size == 1 ? "" : "s", o.grad_accum, tokens_per_step,
+    if (groups.mesh) std::printf("mesh: %s\n", groups.describe().c_str());
+    std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d accumulation step(s) = %.0f tokens/step, "
+                "%lld steps, lr %g -> %g (%s, warmup %lld)%s\n",
+                o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", o.grad_accum, tokens_per_step,
                 (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr, o.schedule.kind.c_str(),
                 (long long)o.schedule.warmup_steps,
                 o.checkpointing.every ? (", activation checkpointing " + o.checkpointing.describe()).c_str() : "");

@@ -43,4 +43,12 @@ class DeviceMesh {
   size_t index(const std::string& dim) const;
 };
 
+// Parses a mesh given on the command line, "dp=2,tp=2" (any order; row-major, the
+// last dimension varies fastest). Every name must be in `known`. One dimension,
+// `infer`, may be left out: it becomes world_size over the product of the others.
+// Throws distllm::Error naming the part that is wrong, or a product that is not
+// world_size.
+std::vector<std::pair<std::string, int>> parse_mesh(const std::string& text, int world_size,
+                                                    const std::vector<std::string>& known, const std::string& infer);
+
 }  // namespace distllm::comm

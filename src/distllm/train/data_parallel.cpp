@@ -11,6 +11,7 @@
 #include "distllm/train/model_conversion.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/kernels/embedding.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/train/bf16_buffer.h"
 
 namespace distllm {
@@ -45,11 +46,26 @@ uint64_t hash_floats(const float* p, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
+  config.validate();
+  if (tp.plan == nullptr) return ParamLayout(config);
+  DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
+  DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
+           "tensor parallelism needs its group's collectives");
+  return tp.plan->local_layout();
+}
+
+}  // namespace
+
 DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-                           comm::ProcessGroupPtr world)
-    : config_(config), layout_(config), pc_(parallel), world_(std::move(world)) {
-  config_.validate();
+                           comm::ProcessGroupPtr world, TensorParallel tp)
+    : config_(config), layout_(shard_layout(config, tp)), tp_(tp), pc_(parallel), world_(std::move(world)) {
   pc_.validate();
+  if (tp_.active())
+    for (size_t k = 0; k < layout_.tensors().size(); ++k)
+      tp_norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
   const int n = world_ ? world_->size() : 1;
   DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
            "%d ranks were started but --strategy is none: pick ddp, zero1, zero2, zero3 or hsdp", n);
@@ -195,6 +211,7 @@ void DataParallel::build_hooks() {
 
 std::string DataParallel::describe() const {
   std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
+  if (tp_.active()) s += strprintf(" per tensor-parallel shard, tp %d", tp_.plan->size());
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
@@ -210,6 +227,15 @@ std::string DataParallel::describe() const {
 // Parameters
 
 void DataParallel::init_weights(uint64_t seed) {
+  if (tp_.plan) {
+    // The shard of the whole model's initial weights, so any tp size trains the
+    // same model (held whole for a moment).
+    const ParamLayout& whole = tp_.plan->full_layout();
+    AlignedBuffer<float> full(static_cast<size_t>(whole.total_size()));
+    init_weights_range(whole, seed, 0, whole.total_size(), full.data());
+    load_full(full.data());
+    return;
+  }
   if (full_params_) {
     // Every rank draws the same values (a pure function of the seed).
     init_weights_range(layout_, seed, 0, layout_.total_size(), full_params_);
@@ -221,6 +247,16 @@ void DataParallel::init_weights(uint64_t seed) {
 }
 
 void DataParallel::load_full(const float* full) {
+  if (!tp_.plan) {
+    load_shard(full);
+    return;
+  }
+  AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+  tp_.plan->full_to_local(full, shard.data());
+  load_shard(shard.data());
+}
+
+void DataParallel::load_shard(const float* full) {
   if (full_params_) copy_floats(full_params_, full, layout_.total_size());
   if (!full_params_ || master_ != full_params_ + owned_.begin)
     copy_floats(master_, full + owned_.begin, owned_.size());
@@ -276,6 +312,20 @@ void DataParallel::gather_params_after_step() {
 }
 
 void DataParallel::gather_full(float* out) {
+  if (!tp_.plan) {
+    gather_shard(out);
+    return;
+  }
+  AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+  gather_shard(shard.data());
+  if (tp_.active()) {
+    gather_tensor_parallel(*tp_.comm, *tp_.plan, shard.data(), out);
+  } else {
+    tp_.plan->local_to_full(shard.data(), out);
+  }
+}
+
+void DataParallel::gather_shard(float* out) {
   const int64_t total = layout_.total_size();
   if (plan_.ranks() == 1) {
     copy_floats(out, master_, total);
@@ -321,7 +371,10 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
-std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const { return checkpoint_spans(layout_); }
+std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
+  DL_CHECK(!tp_.active(), "checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
+  return checkpoint_spans(layout_);
+}
 
 nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
 
@@ -434,6 +487,8 @@ void DataParallel::on_embedding_backward(const float* d_out, const int32_t* toke
   });
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
+  // Under tensor parallelism -1 marks tokens whose rows another tp rank holds.
+  all.erase(all.begin(), std::lower_bound(all.begin(), all.end(), 0));
   const int64_t token_rows = static_cast<int64_t>(all.size());
   int64_t position_rows = 0;
   if (config_.is_gpt2())
@@ -441,7 +496,7 @@ void DataParallel::on_embedding_backward(const float* d_out, const int32_t* toke
   std::vector<int32_t> index(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i)
     index[static_cast<size_t>(i)] =
-        static_cast<int32_t>(std::lower_bound(all.begin(), all.end(), tokens[i]) - all.begin());
+        tokens[i] < 0 ? -1 : static_cast<int32_t>(std::lower_bound(all.begin(), all.end(), tokens[i]) - all.begin());
   // This rank's contribution to those rows, in the order the dense scatter adds them.
   sparse_grads_.resize(static_cast<size_t>((token_rows + position_rows) * C));
   sparse_peak_ = std::max(sparse_peak_, static_cast<int64_t>(sparse_grads_.size() * sizeof(float)));
@@ -490,9 +545,15 @@ void DataParallel::end_forward_only() {
 }
 
 OptimizerResult DataParallel::optimizer_step(double lr) {
-  double ss = optimizer_->grad_sum_of_squares(shard_grads_);
+  double ss = optimizer_->grad_sum_of_squares(shard_grads_, tp_.active() ? &tp_norm_weights_ : nullptr);
   if (plan_.ranks() > 1) {
     tracker_.blocking(8, [&] { shard_group_->allreduce(&ss, 1, comm::DType::kF64, comm::ReduceOp::kSum); });
+  }
+  if (tp_.active()) {
+    // Every tp shard's part (f32 is enough for a norm that only scales the step).
+    float part = static_cast<float>(ss);
+    tp_.comm->allreduce_sum(&part, 1);
+    ss = part;
   }
   OptimizerResult r;
   r.grad_norm = std::sqrt(ss);

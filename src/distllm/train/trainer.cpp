@@ -31,7 +31,7 @@ Trainer::Trainer(Transformer& model, const TokenDataset& train, const TokenDatas
 Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDataset* val, TrainOptions options)
     : engine_(&engine),
       options_(std::move(options)),
-      graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing) {
+      graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing, engine.tensor_parallel()) {
   init(train, val);
 }
 

@@ -1,0 +1,42 @@
+#include "distllm/train/model_parallel_groups.h"
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+
+namespace distllm {
+
+std::string ModelParallelGroups::describe() const {
+  if (!mesh) return "";
+  std::string shape;
+  for (const auto& [name, n] : mesh->dims()) {
+    shape += strprintf("%s%s=%d", shape.empty() ? "" : " x ", name.c_str(), n);
+  }
+  return shape;
+}
+
+ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
+                                               const ModelConfig& config) {
+  ModelParallelGroups g;
+  g.data_parallel = world;
+  if (mesh_text.empty()) return g;
+  const int world_size = world ? world->size() : 1;
+  auto dims = comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+  int tp = 1;
+  for (const auto& [name, n] : dims) {
+    DL_CHECK(name == "dp" || name == "tp" || n == 1,
+             "--mesh %s: %s parallelism is not supported yet (dp and tp are)", mesh_text.c_str(), name.c_str());
+    if (name == "tp") tp = n;
+  }
+  // Refuse a model the tp size cannot split before any group is made.
+  TensorParallelPlan check(config, tp, 0);
+  if (!world) return g;  // one process: a mesh of ones
+  g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
+  g.data_parallel = g.mesh->group("dp");
+  if (tp > 1) {
+    g.plan.emplace(config, tp, g.mesh->coord("tp"));
+    g.tp_comm = std::make_unique<comm::GroupTensorParallelComm>(g.mesh->group("tp"));
+  }
+  return g;
+}
+
+}  // namespace distllm

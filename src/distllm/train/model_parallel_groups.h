@@ -1,0 +1,37 @@
+// The groups a training job's --mesh makes: data-parallel ranks (what --strategy
+// spreads the model over) and the tensor-parallel group that splits each layer.
+//
+//   --mesh dp=2,tp=2 on 4 ranks: ranks {0,1} and {2,3} are tp groups (consecutive
+//   ranks, on one host under mpirun/srun), {0,2} and {1,3} the dp groups.
+//
+// Pipeline and context parallelism (pp, cp) are names the mesh knows but refuses
+// (not built yet), so a job asking for them fails at start, not silently.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "distllm/comm/device_mesh.h"
+#include "distllm/comm/tensor_parallel_comm.h"
+#include "distllm/model/tensor_parallel.h"
+#include "distllm/model/train_graph.h"
+
+namespace distllm {
+
+struct ModelParallelGroups {
+  std::unique_ptr<comm::DeviceMesh> mesh;   // null: no --mesh (every rank data parallel)
+  comm::ProcessGroupPtr data_parallel;      // the world without a mesh (null for one process)
+  std::optional<TensorParallelPlan> plan;   // tp > 1 only
+  std::unique_ptr<comm::GroupTensorParallelComm> tp_comm;
+
+  TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get()}; }
+  std::string describe() const;  // "dp=2 x tp=2"
+};
+
+// Collective over `world` when mesh_text is given. Throws distllm::Error for a
+// mesh that does not fit the world or the model (a head count tp cannot split).
+ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
+                                               const ModelConfig& config);
+
+}  // namespace distllm
