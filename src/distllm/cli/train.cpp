@@ -238,7 +238,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.checkpointing = ActivationCheckpointing::parse(args.get_string(
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
-  std::string strategy = args.get_string("strategy", world_size > 1 ? "ddp" : "none",
+  const std::string mesh_text = args.get_string(
+      "mesh", "", "dp=D,tp=T (any order): tensor-parallel groups of T consecutive ranks, data parallel (--strategy) "
+                  "across D of them; dp may be left out (default: every rank data parallel)");
+  std::string strategy = args.get_string("strategy", data_parallel_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
@@ -251,9 +254,6 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: do not gather the next group ahead of use");
   pc.check_replicas = args.get_flag("check-replicas", "debug: check replicated parameters are identical after every step");
   pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
-  const std::string mesh_text = args.get_string(
-      "mesh", "", "dp=D,tp=T (any order): tensor-parallel groups of T consecutive ranks, data parallel (--strategy) "
-                  "across D of them; dp may be left out (default: every rank data parallel)");
   double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
 
   CheckpointOptions ck;

@@ -14,13 +14,28 @@ std::string ModelParallelGroups::describe() const {
   return shape;
 }
 
+namespace {
+
+std::vector<std::pair<std::string, int>> parse(const std::string& mesh_text, int world_size) {
+  return comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+}
+
+}  // namespace
+
+int data_parallel_size(const std::string& mesh_text, int world_size) {
+  if (mesh_text.empty()) return world_size;
+  for (const auto& [name, n] : parse(mesh_text, world_size))
+    if (name == "dp") return n;
+  return 1;
+}
+
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
                                                const ModelConfig& config) {
   ModelParallelGroups g;
   g.data_parallel = world;
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
-  auto dims = comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+  auto dims = parse(mesh_text, world_size);
   int tp = 1;
   for (const auto& [name, n] : dims) {
     DL_CHECK(name == "dp" || name == "tp" || n == 1,

@@ -29,6 +29,9 @@ struct ModelParallelGroups {
   std::string describe() const;  // "dp=2 x tp=2"
 };
 
+// Data-parallel ranks of a --mesh on world_size ranks (world_size without a mesh).
+int data_parallel_size(const std::string& mesh_text, int world_size);
+
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
 // mesh that does not fit the world or the model (a head count tp cannot split).
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
