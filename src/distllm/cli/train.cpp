@@ -346,8 +346,6 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
 
   ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg);
-  DL_CHECK(!groups.tensor_parallel().active() || ck.dir.empty(),
-           "--checkpoint-dir: checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel());
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
@@ -393,7 +391,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
     flags["tokenizer"] = std::filesystem::absolute(join_path(*data, "tokenizer.json")).string();
   }
-  TrainCheckpointer checkpoints(dp, ck, flags);
+  TrainCheckpointer checkpoints(dp, ck, flags, world);
   const int64_t resumed = checkpoints.resume(trainer);
   if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
   Heartbeat heartbeat(rank);

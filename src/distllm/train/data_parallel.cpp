@@ -311,13 +311,15 @@ void DataParallel::gather_params_after_step() {
   }
 }
 
-void DataParallel::gather_full(float* out) {
+void DataParallel::gather_full(float* out) { gather_whole(master_, out); }
+
+void DataParallel::gather_whole(const float* owned_state, float* out) {
   if (!tp_.plan) {
-    gather_shard(out);
+    gather_shard(owned_state, out);
     return;
   }
   AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
-  gather_shard(shard.data());
+  gather_shard(owned_state, shard.data());
   if (tp_.active()) {
     gather_tensor_parallel(*tp_.comm, *tp_.plan, shard.data(), out);
   } else {
@@ -325,17 +327,17 @@ void DataParallel::gather_full(float* out) {
   }
 }
 
-void DataParallel::gather_shard(float* out) {
+void DataParallel::gather_shard(const float* owned_state, float* out) {
   const int64_t total = layout_.total_size();
   if (plan_.ranks() == 1) {
-    copy_floats(out, master_, total);
+    copy_floats(out, owned_state, total);
     return;
   }
   for (const Bucket& b : buckets_) {
     const FlatRange part = owned_.intersect(b.range);
     float* dst = out + b.range.begin;
     float* mine = dst + plan_.offset_in(shard_rank_, b.range);
-    if (!part.empty()) copy_floats(mine, master_ + (part.begin - owned_.begin), part.size());
+    if (!part.empty()) copy_floats(mine, owned_state + (part.begin - owned_.begin), part.size());
     tracker_.blocking(b.range.size() * 4, [&] {
       shard_group_->allgatherv(mine, dst, plan_.counts(b.range), comm::DType::kF32);
     });
@@ -371,14 +373,23 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
+// Under tensor parallelism checkpoints hold the whole model's tensors, as one
+// process would write them, so they load at any tp size (and without tp): each rank
+// gathers the whole state (its dp shards, then its tp shards) and writes a
+// 1 / (dp x tp) range of it. That costs the whole state's memory on every rank for
+// the save's duration; resharding by tensor slices would avoid it.
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  DL_CHECK(!tp_.active(), "checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
-  return checkpoint_spans(layout_);
+  return checkpoint_spans(tp_.plan ? tp_.plan->full_layout() : layout_);
 }
 
-nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
+nlohmann::json DataParallel::mesh_json() const {
+  nlohmann::json j = {{"shard", shard_size()}, {"replicate", replicas()}};
+  if (tp_.plan) j["tp"] = tp_.plan->size();
+  return j;
+}
 
 checkpoint::ShardData DataParallel::checkpoint_shard() {
+  if (tp_.plan) return whole_checkpoint_shard();
   // Replicas hold the same shard: replica k writes the k-th part of it.
   const int reps = replicas();
   const int rep = replicate_group_ ? replicate_group_->rank() : 0;
@@ -393,9 +404,41 @@ checkpoint::ShardData DataParallel::checkpoint_shard() {
   return d;
 }
 
+checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
+  const ParamLayout& whole = tp_.plan->full_layout();
+  const int64_t total = whole.total_size();
+  const float* states[3] = {master_, optimizer_->m(), optimizer_->v()};
+  for (int k = 0; k < 3; ++k) {
+    whole_state_[k].resize(static_cast<size_t>(total));
+    gather_whole(states[k], whole_state_[k].data());
+  }
+  const int writers = world_size() * tp_.plan->size();
+  const int writer = rank() * tp_.plan->size() + tp_.plan->rank();
+  const FlatRange part = ShardPlan(total, writers).owned(writer);
+  checkpoint::ShardData d;
+  d.begin = part.begin;
+  d.end = part.end;
+  d.states = {{"param", whole_state_[0].data() + part.begin},
+              {"exp_avg", whole_state_[1].data() + part.begin},
+              {"exp_avg_sq", whole_state_[2].data() + part.begin}};
+  return d;
+}
+
 void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
   const std::vector<checkpoint::ParamSpan> spans = param_spans();
-  if (owned_.size() > 0) {
+  if (tp_.plan) {
+    // Every rank reads the whole state and keeps its tp shard's owned range.
+    const ParamLayout& whole_layout = tp_.plan->full_layout();
+    AlignedBuffer<float> whole(static_cast<size_t>(whole_layout.total_size()));
+    AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+    float* targets[3] = {master_, optimizer_->m(), optimizer_->v()};
+    const char* names[3] = {"param", "exp_avg", "exp_avg_sq"};
+    for (int k = 0; k < 3; ++k) {
+      reader.read(names[k], spans, 0, whole_layout.total_size(), whole.data());
+      tp_.plan->full_to_local(whole.data(), shard.data());
+      if (owned_.size() > 0) copy_floats(targets[k], shard.data() + owned_.begin, owned_.size());
+    }
+  } else if (owned_.size() > 0) {
     reader.read("param", spans, owned_.begin, owned_.end, master_);
     reader.read("exp_avg", spans, owned_.begin, owned_.end, optimizer_->m());
     reader.read("exp_avg_sq", spans, owned_.begin, owned_.end, optimizer_->v());

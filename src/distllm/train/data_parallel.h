@@ -188,7 +188,13 @@ class DataParallel : public ParamSource {
   bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }
   void build_groups();
   void load_shard(const float* params);   // the flat buffer of layout()
-  void gather_shard(float* out);
+  // A state of the owned range (master_, the moments) gathered over the shard
+  // group into layout()'s flat buffer; gather_whole also over tp, into the whole
+  // model's layout.
+  void gather_shard(const float* owned_state, float* out);
+  void gather_whole(const float* owned_state, float* out);
+  checkpoint::ShardData whole_checkpoint_shard();
+  AlignedBuffer<float> whole_state_[3];  // tp checkpoints: the whole param, exp_avg, exp_avg_sq
   void allocate();
   void build_hooks();
   void gather_params_after_step();

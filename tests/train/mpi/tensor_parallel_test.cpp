@@ -18,6 +18,7 @@
 #include "distllm/model/transformer.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
+#include "distllm/train/checkpointing.h"
 #include "distllm/train/data_parallel.h"
 #include "distllm/train/trainer.h"
 #include "train_test_util.h"
@@ -178,17 +179,17 @@ TEST(TensorParallelGraph, ShardsRoundTripAndTileTheModel) {
 
 // ---- training: DataParallel (any strategy on dp) over tensor-parallel shards ----
 
-struct Run {
+struct TrainRun {
   std::vector<double> losses, norms;
   std::vector<float> params;  // the whole model at the end
 };
 
-Run train_single(const ModelConfig& cfg, int batch) {
+TrainRun train_single(const ModelConfig& cfg, int batch) {
   Transformer model(cfg);
   model.init_weights(11);
   train_test::Job job;
   Trainer t(model, train_test::dataset(), nullptr, train_test::options(job, batch));
-  Run r;
+  TrainRun r;
   for (int i = 0; i < train_test::kSteps; ++i) {
     StepStats st = t.step();
     r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
@@ -198,7 +199,7 @@ Run train_single(const ModelConfig& cfg, int batch) {
 }
 
 // dp x tp on the first dp * tp ranks (null elsewhere).
-std::optional<Run> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
+std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
   if (!group) return std::nullopt;
@@ -211,7 +212,7 @@ std::optional<Run> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy s
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
-  Run r;
+  TrainRun r;
   for (int i = 0; i < train_test::kSteps; ++i) {
     StepStats st = t.step();
     r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
@@ -223,7 +224,7 @@ std::optional<Run> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy s
 
 // Losses, gradient norms and the final parameters (relative L2, leaving out gpt2's
 // key bias, whose true gradient is zero: see train_test::expect_close).
-void expect_same_training(const ModelConfig& cfg, const Run& ref, const Run& got, const std::string& what) {
+void expect_same_training(const ModelConfig& cfg, const TrainRun& ref, const TrainRun& got, const std::string& what) {
   double loss = 0, norm = 0;
   for (size_t i = 0; i < ref.losses.size(); ++i) {
     loss = std::max(loss, std::abs(ref.losses[i] - got.losses[i]) / ref.losses[i]);
@@ -255,7 +256,7 @@ void expect_same_training(const ModelConfig& cfg, const Run& ref, const Run& got
 void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
   if (dp * tp > comm::world()->size()) return;
   const std::string what = strprintf("%s dp=%d tp=%d %s", cfg.describe().c_str(), dp, tp, strategy_name(strategy));
-  const Run ref = train_single(cfg, train_test::kBatch * dp);
+  const TrainRun ref = train_single(cfg, train_test::kBatch * dp);
   if (auto got = train_mesh(cfg, dp, tp, strategy)) expect_same_training(cfg, ref, *got, what);
 }
 
@@ -275,6 +276,86 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
     expect_mesh_parity(llama_tp(4), 2, 2, st);
   }
   expect_mesh_parity(llama_tp(1, /*tied=*/true), 2, 2, Strategy::kZero3);
+}
+
+// ---- checkpoints: whole-model tensors, so they load at any tp size ----
+
+// Trains dp x tp on the first ranks until `until` steps are done, resuming from
+// `dir` first when asked and saving there at `save_at`.
+TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strategy, int global_batch, const std::string& dir,
+                   int64_t until, int64_t save_at, bool resume) {
+  TrainRun r;
+  auto w = comm::world();
+  auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
+  if (!group) return r;
+  comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
+  TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
+  comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+  train_test::Job job;
+  TrainOptions o = train_test::options(job, global_batch / dp);
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
+  engine.init_weights(11);
+  engine.sync_parameters();
+  Trainer t(engine, train_test::dataset(), nullptr, o);
+  CheckpointOptions ck;
+  ck.dir = dir;
+  ck.every = save_at;
+  ck.resume = resume ? "auto" : "";
+  ck.async = false;
+  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
+  c.resume(t);
+  while (t.steps_done() < until) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
+    const std::string line = c.after_step(t, false);
+    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
+  }
+  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
+  engine.gather_full(r.params.data());
+  return r;
+}
+
+TEST(TensorParallelCheckpoint, LoadsAtAnotherTpSizeAndMesh) {
+  const int world = comm::world()->size();
+  constexpr int kGlobal = 4, kSave = 3, kSteps = 6;
+  struct Layout {
+    int dp, tp;
+    Strategy strategy;
+  };
+  // tp=2 -> tp=1 and back, and across meshes with sharded optimizer state.
+  const std::vector<std::pair<Layout, Layout>> moves = {
+      {{1, 2, Strategy::kNone}, {1, 1, Strategy::kNone}},
+      {{1, 1, Strategy::kNone}, {1, 2, Strategy::kNone}},
+      {{2, 2, Strategy::kZero3}, {1, 4, Strategy::kNone}},
+      {{1, 4, Strategy::kNone}, {2, 2, Strategy::kZero1}},
+  };
+  for (const ModelConfig& cfg : {gpt2_tp(), llama_tp(4)}) {
+    // One process, uninterrupted: steps kSave+1 .. kSteps and the parameters after.
+    TrainRun expected;
+    {
+      Transformer m(cfg);
+      m.init_weights(11);
+      train_test::Job job;
+      Trainer t(m, train_test::dataset(), nullptr, train_test::options(job, kGlobal));
+      for (int i = 0; i < kSteps; ++i) {
+        StepStats st = t.step();
+        if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
+      }
+      expected.params.assign(m.params(), m.params() + m.size());
+    }
+    for (const auto& [from, to] : moves) {
+      if (from.dp * from.tp > world || to.dp * to.tp > world) continue;
+      const std::string what = strprintf("%s dp%d x tp%d %s -> dp%d x tp%d %s", cfg.family_name().c_str(), from.dp,
+                                         from.tp, strategy_name(from.strategy), to.dp, to.tp,
+                                         strategy_name(to.strategy));
+      train_test::SharedDir dir;
+      checkpoint_leg(cfg, from.dp, from.tp, from.strategy, kGlobal, dir.path(), kSave, kSave, false);
+      TrainRun got = checkpoint_leg(cfg, to.dp, to.tp, to.strategy, kGlobal, dir.path(), kSteps, 0, true);
+      if (comm::world()->rank() >= to.dp * to.tp) continue;
+      ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - kSave)) << what << ": should resume at step 3";
+      expect_same_training(cfg, expected, got, what);
+    }
+  }
 }
 
 }  // namespace
