@@ -26,7 +26,7 @@
 namespace distllm {
 namespace {
 
-constexpr int kB = 2, kT = 12;
+constexpr int kB = 2, kT = 11;  // 22 rows: sequence parallelism splits them unevenly by 3 and 4
 
 // gpt2: 12 heads of 3 (width 36), MLP 100 wide (splits unevenly by 3 and 4).
 ModelConfig gpt2_tp() {
@@ -79,8 +79,8 @@ double max_rel_diff(const float* a, const float* b, int64_t n, double floor) {
   return m;
 }
 
-void expect_parity(const ModelConfig& cfg, int tp) {
-  SCOPED_TRACE(cfg.describe() + " tp=" + std::to_string(tp));
+void expect_parity(const ModelConfig& cfg, int tp, bool sp = false) {
+  SCOPED_TRACE(cfg.describe() + " tp=" + std::to_string(tp) + (sp ? " sequence parallel" : ""));
   auto group = tp_group(tp);
   if (!group) return;
   std::vector<int32_t> tokens, targets;
@@ -97,7 +97,7 @@ void expect_parity(const ModelConfig& cfg, int tp) {
   comm::GroupTensorParallelComm comm(group);
   ShardBuffers shard(plan.local_layout());
   plan.full_to_local(whole.params(), shard.params.data());
-  TrainGraph graph(cfg, kB, kT, {}, TensorParallel{&plan, &comm});
+  TrainGraph graph(cfg, kB, kT, {}, TensorParallel{&plan, &comm, sp});
   ForwardArgs args;
   args.compute_grad = true;
   const float loss = graph.forward(shard, tokens.data(), targets.data(), args);
@@ -133,6 +133,14 @@ TEST(TensorParallelGraph, LlamaWithKeyValueHeadsReplicated) {
   if (comm::world()->size() >= 4) expect_parity(llama_tp(2), 4);
   for (int tp : {2, 3, 4})
     if (tp <= comm::world()->size()) expect_parity(llama_tp(1, /*tied=*/true), tp);
+}
+
+TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
+  for (int tp : {2, 3, 4})
+    if (tp <= comm::world()->size()) expect_parity(gpt2_tp(), tp, /*sp=*/true);
+  for (int tp : {2, 4})
+    if (tp <= comm::world()->size()) expect_parity(llama_tp(4), tp, true);
+  if (comm::world()->size() >= 4) expect_parity(llama_tp(1, /*tied=*/true), 4, true);
 }
 
 TEST(TensorParallelGraph, RefusesHeadCountsThatDoNotSplit) {
@@ -199,7 +207,8 @@ TrainRun train_single(const ModelConfig& cfg, int batch) {
 }
 
 // dp x tp on the first dp * tp ranks (null elsewhere).
-std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
+std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
+                                   ActivationCheckpointing checkpointing = {}) {
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
   if (!group) return std::nullopt;
@@ -207,8 +216,10 @@ std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strat
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
   train_test::Job job;
+  job.checkpointing = checkpointing;
   TrainOptions o = train_test::options(job, train_test::kBatch);
-  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"),
+                      TensorParallel{&plan, &tp_comm, sp});
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
@@ -253,11 +264,13 @@ void expect_same_training(const ModelConfig& cfg, const TrainRun& ref, const Tra
   EXPECT_LE(param, 2e-5) << what;
 }
 
-void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
+void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
+                        ActivationCheckpointing checkpointing = {}) {
   if (dp * tp > comm::world()->size()) return;
-  const std::string what = strprintf("%s dp=%d tp=%d %s", cfg.describe().c_str(), dp, tp, strategy_name(strategy));
+  const std::string what = strprintf("%s dp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, tp,
+                                     strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
   const TrainRun ref = train_single(cfg, train_test::kBatch * dp);
-  if (auto got = train_mesh(cfg, dp, tp, strategy)) expect_same_training(cfg, ref, *got, what);
+  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing)) expect_same_training(cfg, ref, *got, what);
 }
 
 TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
@@ -267,6 +280,13 @@ TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
   expect_mesh_parity(llama_tp(2), 1, 2, Strategy::kNone);
   expect_mesh_parity(llama_tp(2), 1, 4, Strategy::kNone);
   expect_mesh_parity(llama_tp(1), 1, 4, Strategy::kNone);
+}
+
+TEST(TensorParallelTraining, SequenceParallelWithAndWithoutRecomputation) {
+  for (int tp : {2, 3}) expect_mesh_parity(gpt2_tp(), 1, tp, Strategy::kNone, /*sp=*/true);
+  expect_mesh_parity(llama_tp(4), 1, 4, Strategy::kNone, true, ActivationCheckpointing::parse("all"));
+  expect_mesh_parity(gpt2_tp(), 2, 2, Strategy::kZero2, true, ActivationCheckpointing::parse("every:2"));
+  expect_mesh_parity(llama_tp(2), 2, 2, Strategy::kZero3, true);
 }
 
 TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
