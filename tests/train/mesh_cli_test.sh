@@ -14,8 +14,8 @@ PY=/usr/bin/python3
 
 cat /usr/share/games/fortunes/{computers,fortunes,science} > "$T/a.txt"
 [ -s "$T/a.txt" ] || fail "no corpus: /usr/share/games/fortunes is missing (install Debian's fortunes)"
-# 6 heads of 6 (width 36, not a multiple of 8) and a vocabulary of 259 (odd).
-M=(--family gpt2 --n-layer 2 --n-head 6 --n-embd 36 --vocab-size 259 --seq 32 --seed 3 --progress off
+# 12 heads of 3 (width 36, not a multiple of 8) and a vocabulary of 259 (odd).
+M=(--family gpt2 --n-layer 2 --n-head 12 --n-embd 36 --vocab-size 259 --seq 32 --seed 3 --progress off
    --threads 1 --eval-every 4 --eval-batches 2 --schedule constant)  # constant: a run cut short and resumed
    # follows the same learning rates as one run
 
@@ -61,6 +61,9 @@ same single tp2 || fail "tp=2 differs from one process"
 run mesh4 4 --steps 8 --batch 2 --mesh tp=2,dp=2 --strategy zero2
 grep -q "^mesh: tp=2 x dp=2" "$T/mesh4.out" || { cat "$T/mesh4.out"; fail "no mesh line"; }
 same single mesh4 || fail "tp=2 x dp=2 (zero2) differs from one process"
+run sp4 4 --steps 8 --batch 4 --mesh tp=4 --sequence-parallel
+grep -q "tp 4 with sequence parallelism" "$T/sp4.out" || { cat "$T/sp4.out"; fail "no sequence parallelism in the parallel line"; }
+same single sp4 || fail "tp=4 with sequence parallelism differs from one process"
 
 echo "== the saved tp model is the whole model: it evaluates as the one-process one"
 run from_single 0 --batch 4 --steps 1 --init-from "$T/single"
@@ -79,16 +82,20 @@ grep -q "resumed from .* at step 6" "$T/ck_mesh.out" || { cat "$T/ck_mesh.out"; 
 same single ck_mesh || fail "tp=1 -> dp=2 x tp=2 differs from one process"
 
 echo "== meshes that do not fit are refused, naming why"
-expect_error() {  # ranks, message, flags...
+expect_error() {  # ranks, message, flags... (model flags: $MODEL, default M)
   local np=$1 msg=$2; shift 2
+  local model=("${M[@]}")
+  [ -z "${MODEL:-}" ] || read -r -a model <<< "$MODEL"
   set +e
-  timeout 60 "${MPIRUN[@]}" -n "$np" "$D" train --text "$T/a.txt" "${M[@]}" --steps 2 "$@" > "$T/err.out" 2>&1
+  timeout 60 "${MPIRUN[@]}" -n "$np" "$D" train --text "$T/a.txt" "${model[@]}" --steps 2 "$@" > "$T/err.out" 2>&1
   local rc=$?
   set -e
   [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$T/err.out"; fail "accepted: $*"; }
   grep -q -- "$msg" "$T/err.out" || { cat "$T/err.out"; fail "no '$msg' for: $*"; }
 }
-expect_error 4 "does not divide the model's 6 attention heads (n_head)" --mesh tp=4
+MODEL="--family gpt2 --n-layer 2 --n-head 6 --n-embd 36 --vocab-size 259 --seq 32 --progress off --threads 1" \
+  expect_error 4 "does not divide the model's 6 attention heads (n_head)" --mesh dp=1,tp=4,cp=1
+expect_error 2 "--sequence-parallel needs a --mesh with tp > 1" --sequence-parallel
 expect_error 2 "has 3 positions but 2 ranks were started" --mesh dp=3,tp=1
 expect_error 2 "unknown dimension 'xp'" --mesh xp=2
 expect_error 2 "cp parallelism is not supported yet" --mesh cp=2

@@ -241,6 +241,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const std::string mesh_text = args.get_string(
       "mesh", "", "dp=D,tp=T (any order): tensor-parallel groups of T consecutive ranks, data parallel (--strategy) "
                   "across D of them; dp may be left out (default: every rank data parallel)");
+  const bool sequence_parallel = args.get_flag(
+      "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
+                           "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
   std::string strategy = args.get_string("strategy", data_parallel_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
@@ -329,7 +332,13 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else {
     pc.strategy = parse_strategy(strategy);
   }
-  if (world) check_same_on_all_ranks(*world, job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")));
+  if (world) {
+    // A rank with another mesh would wait in collectives its peers never issue.
+    ConfigFields fields = job_fields(cfg, o, pc, *train, val.get(), init_from.value_or(""));
+    fields.emplace_back("--mesh", mesh_text);
+    fields.emplace_back("--sequence-parallel", sequence_parallel ? "true" : "false");
+    check_same_on_all_ranks(*world, fields);
+  }
   if (out) {
     // Rank 0 writes the model: it checks the folder now, not after the whole run,
     // and every rank stops with its verdict.
@@ -345,7 +354,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     DL_CHECK(problem.empty(), "--out %s", problem.c_str());
   }
 
-  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel());
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);

@@ -211,7 +211,9 @@ void DataParallel::build_hooks() {
 
 std::string DataParallel::describe() const {
   std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
-  if (tp_.active()) s += strprintf(" per tensor-parallel shard, tp %d", tp_.plan->size());
+  if (tp_.active())
+    s += strprintf(" per tensor-parallel shard, tp %d%s", tp_.plan->size(),
+                   tp_.sequence_parallel ? " with sequence parallelism" : "");
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),

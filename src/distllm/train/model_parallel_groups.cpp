@@ -30,9 +30,11 @@ int data_parallel_size(const std::string& mesh_text, int world_size) {
 }
 
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
-                                               const ModelConfig& config) {
+                                               const ModelConfig& config, bool sequence_parallel) {
   ModelParallelGroups g;
   g.data_parallel = world;
+  g.sequence_parallel = sequence_parallel;
+  DL_CHECK(!sequence_parallel || !mesh_text.empty(), "--sequence-parallel needs a --mesh with tp > 1");
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
   auto dims = parse(mesh_text, world_size);
@@ -42,6 +44,7 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
              "--mesh %s: %s parallelism is not supported yet (dp and tp are)", mesh_text.c_str(), name.c_str());
     if (name == "tp") tp = n;
   }
+  DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split before any group is made.
   TensorParallelPlan check(config, tp, 0);
   if (!world) return g;  // one process: a mesh of ones
