@@ -22,6 +22,14 @@ class TensorParallelComm {
   // in: size() blocks packed in rank order (counts[r] floats each); out receives
   // the sum over ranks of block rank() (counts[rank()] floats).
   virtual void reduce_scatter_v(const float* in, float* out, const int64_t* counts) = 0;
+
+  // Time spent in these collectives (all of it on the caller's thread: they block)
+  // and bytes handed to them, since the last call; zero when not measured.
+  struct Totals {
+    double seconds = 0;
+    int64_t bytes = 0;
+  };
+  virtual Totals take_totals() { return {}; }
 };
 
 }  // namespace distllm

@@ -609,6 +609,17 @@ OptimizerResult DataParallel::optimizer_step(double lr) {
   return r;
 }
 
+CommTime DataParallel::take_comm_time() {
+  CommTime t = tracker_.take();
+  if (tp_.active()) {
+    const TensorParallelComm::Totals tp = tp_.comm->take_totals();
+    t.busy_s += tp.seconds;
+    t.exposed_s += tp.seconds;
+    t.bytes += tp.bytes;
+  }
+  return t;
+}
+
 void DataParallel::allreduce_sum(double* values, int n) {
   if (world_size() == 1) return;
   tracker_.blocking(n * 8, [&] { world_->allreduce(values, static_cast<size_t>(n), comm::DType::kF64); });

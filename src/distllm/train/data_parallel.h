@@ -136,7 +136,8 @@ class DataParallel : public ParamSource {
   float* group_grads(int group) override;
 
   // ---- statistics ----
-  CommTime take_comm_time() { return tracker_.take(); }
+  // Includes the tensor-parallel collectives (blocking: all exposed).
+  CommTime take_comm_time();
   MemoryBreakdown memory() const;
   const AdamW& optimizer() const { return *optimizer_; }
   AdamW& optimizer() { return *optimizer_; }
