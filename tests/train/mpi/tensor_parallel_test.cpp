@@ -16,10 +16,12 @@
 #include "distllm/comm/world.h"
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
+#include "distllm/base/memory_stats.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/train/checkpointing.h"
 #include "distllm/train/data_parallel.h"
+#include "distllm/plan/plan.h"
 #include "distllm/train/trainer.h"
 #include "train_test_util.h"
 
@@ -296,6 +298,61 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
     expect_mesh_parity(llama_tp(4), 2, 2, st);
   }
   expect_mesh_parity(llama_tp(1, /*tied=*/true), 2, 2, Strategy::kZero3);
+}
+
+TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
+  const int world = comm::world()->size();
+  ModelConfig cfg;
+  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
+  cfg.normalize();
+  std::vector<uint32_t> toks(50000);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
+  TokenDataset data = TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  struct Case {
+    int dp, tp;
+    bool sp;
+    Strategy strategy;
+  };
+  for (Case c : {Case{1, 2, false, Strategy::kNone}, Case{1, 2, true, Strategy::kNone},
+                 Case{1, 4, true, Strategy::kNone}, Case{2, 2, false, Strategy::kZero2}}) {
+    if (c.dp * c.tp > world) continue;
+    auto w = comm::world();
+    auto group = w->split(w->rank() < c.dp * c.tp ? 0 : -1, w->rank());
+    if (!group) continue;
+    comm::DeviceMesh mesh(group, {{"dp", c.dp}, {"tp", c.tp}});
+    TensorParallelPlan plan(cfg, c.tp, mesh.coord("tp"));
+    comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+    ParallelConfig pc;
+    pc.strategy = c.strategy;
+    pc.bucket_mb = 0.5, pc.first_bucket_mb = 0.25;
+    TrainOptions o;
+    o.batch = 4, o.seq_len = 32, o.steps = 2;
+    const int64_t base = MemoryStats::current();
+    int64_t measured = 0;
+    {
+      DataParallel engine(cfg, pc, o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm, c.sp});
+      engine.init_weights(1);  // holds the whole model for a moment: not a training cost
+      MemoryStats::reset_peak();
+      Trainer t(engine, data, nullptr, o);
+      t.step();
+      t.step();
+      measured = MemoryStats::peak() - base;
+    }
+    plan::PlanInput in;
+    in.model = cfg;
+    in.world = c.dp * c.tp, in.tp = c.tp, in.sequence_parallel = c.sp;
+    in.batch = o.batch, in.seq = o.seq_len;
+    in.parallel = pc;
+    const int64_t predicted = plan::estimate(in, plan::MachineRates{}).memory.total();
+    const double err = std::abs(static_cast<double>(predicted - measured)) / static_cast<double>(measured);
+    const std::string what = strprintf("dp%d x tp%d%s %s", c.dp, c.tp, c.sp ? "+sp" : "", strategy_name(c.strategy));
+    // The plan sizes the largest shard (ranks differ by the uneven vocabulary rows).
+    // Measured: within 0.1% for tp alone, 0.9% for dp2 x tp2 zero2.
+    EXPECT_LE(err, 0.10) << what << ": plan " << predicted << " B, measured " << measured << " B";
+    if (std::getenv("DISTLLM_TEST_VERBOSE") && w->rank() == 0)
+      std::fprintf(stderr, "memory %s: plan %lld measured %lld (%.1f%%)\n", what.c_str(), (long long)predicted,
+                   (long long)measured, 100 * err);
+  }
 }
 
 // ---- checkpoints: whole-model tensors, so they load at any tp size ----
