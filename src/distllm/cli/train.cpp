@@ -239,12 +239,13 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
   const std::string mesh_text = args.get_string(
-      "mesh", "", "dp=D,tp=T (any order): tensor-parallel groups of T consecutive ranks, data parallel (--strategy) "
-                  "across D of them; dp may be left out (default: every rank data parallel)");
+      "mesh", "", "dp=D,tp=T,cp=C (any order, the last varies fastest): tensor-parallel groups of T ranks, "
+                  "context-parallel rings of C ranks (ring attention; --seq a multiple of C), data parallel "
+                  "(--strategy) across D; dp may be left out (default: every rank data parallel)");
   const bool sequence_parallel = args.get_flag(
       "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
                            "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
-  std::string strategy = args.get_string("strategy", data_parallel_size(mesh_text, world_size) > 1 ? "ddp" : "none",
+  std::string strategy = args.get_string("strategy", gradient_reduction_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
@@ -355,7 +356,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
 
   ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
-  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel());
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel());
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
     dp.load_full(loaded->params());
@@ -366,7 +367,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   const bool lead = rank == 0;
   // Tensor-parallel ranks share their batch: the data-parallel ranks count.
-  const int data_ranks = dp.world_size();
+  const int data_ranks = dp.data_ranks();
   const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * data_ranks;
   if (lead) {
     std::printf("model: %s\n", cfg.describe().c_str());

@@ -70,8 +70,10 @@ class DataParallel : public ParamSource {
   // A model of `config` trained by `world` (null: one process, strategy none), and
   // with `tp` active, one tensor-parallel shard of it (plan and comm outlive this).
   // Parameters start at zero: call init_weights or load_full next.
+  // With `cp` active, `world` is the dp x cp group (flattened with cp fastest): its
+  // ranks reduce gradients together, and each cp ring shares its batches.
   DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-               comm::ProcessGroupPtr world, TensorParallel tp = {});
+               comm::ProcessGroupPtr world, TensorParallel tp = {}, ContextParallel cp = {});
   // One process training an existing model in place (its buffers are used).
   DataParallel(Transformer& model, const AdamWConfig& adamw);
   ~DataParallel() override;
@@ -81,6 +83,10 @@ class DataParallel : public ParamSource {
   const ModelConfig& config() const { return config_; }  // the whole model
   const ParamLayout& layout() const { return layout_; }   // of the flat buffers (a tp shard's)
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
+  // The ranks drawing different batches: world ranks / cp.
+  int data_rank() const { return rank() / cp_.size(); }
+  int data_ranks() const { return world_size() / cp_.size(); }
   const ParallelConfig& parallel() const { return pc_; }
   int rank() const;        // in the world (0 for one process)
   int world_size() const;  // 1 for one process
@@ -154,6 +160,7 @@ class DataParallel : public ParamSource {
   ModelConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
+  ContextParallel cp_;
   std::vector<float> tp_norm_weights_;  // per layout tensor (see TensorParallelPlan::norm_weight)
   ParallelConfig pc_;
   comm::ProcessGroupPtr world_, shard_group_, reduce_group_, replicate_group_;

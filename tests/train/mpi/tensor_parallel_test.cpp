@@ -17,6 +17,7 @@
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
 #include "distllm/base/memory_stats.h"
+#include "distllm/comm/context_parallel_comm.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/train/checkpointing.h"
@@ -143,6 +144,62 @@ TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
   for (int tp : {2, 4})
     if (tp <= comm::world()->size()) expect_parity(llama_tp(4), tp, true);
   if (comm::world()->size() >= 4) expect_parity(llama_tp(1, /*tied=*/true), 4, true);
+}
+
+// Context parallelism: each cp rank runs its block of every sequence with ring
+// attention; the sum of the ranks' losses and gradients is the single process's.
+void expect_context_parallel_parity(const ModelConfig& cfg, int cp, int T) {
+  SCOPED_TRACE(cfg.describe() + " cp=" + std::to_string(cp));
+  auto group = tp_group(cp);  // consecutive ranks, as for tp
+  if (!group) return;
+  CounterRng rng(9);
+  std::vector<int32_t> tokens(kB * T), targets(kB * T);
+  for (int i = 0; i < kB * T; ++i) {
+    tokens[i] = static_cast<int32_t>(rng.below(61));
+    targets[i] = i % 7 == 2 ? -100 : static_cast<int32_t>(rng.below(61));
+  }
+  int64_t valid = 0;
+  for (int32_t t : targets) valid += t != -100;
+  Transformer whole(cfg);
+  whole.init_weights(23);
+  whole.zero_grad();
+  TrainGraph ref(cfg, kB, T);
+  const float ref_loss = ref.forward(whole, tokens.data(), targets.data(), true);
+  ref.backward(whole);
+
+  comm::GroupContextParallelComm ring(group);
+  const int Tl = T / cp, r = group->rank();
+  std::vector<int32_t> my_tokens(kB * Tl), my_targets(kB * Tl);
+  for (int b = 0; b < kB; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      my_tokens[b * Tl + t] = tokens[b * T + r * Tl + t];
+      my_targets[b * Tl + t] = targets[b * T + r * Tl + t];
+    }
+  Transformer mine(cfg);
+  std::copy(whole.params(), whole.params() + whole.size(), mine.params());
+  mine.zero_grad();
+  TrainGraph graph(cfg, kB, T, {}, {}, ContextParallel{&ring});
+  EXPECT_EQ(graph.seq_len(), Tl);
+  ForwardArgs args;
+  args.compute_grad = true;
+  args.loss_normalizer = valid;  // the whole batch's, as data parallelism passes it
+  float loss = graph.forward(mine, my_tokens.data(), my_targets.data(), args);
+  graph.backward(mine);
+  group->allreduce(&loss, 1, comm::DType::kF32);
+  group->allreduce(mine.grads(), static_cast<size_t>(mine.size()), comm::DType::kF32);
+  EXPECT_NEAR(loss, ref_loss, 1e-6 * std::abs(ref_loss));
+  for (const ParamTensor& t : whole.layout().tensors()) {
+    const double d = max_rel_diff(mine.grads() + t.offset, whole.grads() + t.offset, t.numel, 1e-3);
+    EXPECT_LT(d, 1e-4) << t.name;
+  }
+}
+
+TEST(ContextParallelGraph, RingAttentionMatchesTheSingleProcess) {
+  for (int cp : {2, 3, 4}) {
+    if (cp > comm::world()->size()) continue;
+    expect_context_parallel_parity(gpt2_tp(), cp, 12);
+    expect_context_parallel_parity(llama_tp(4), cp, 12);  // GQA 3:1
+  }
 }
 
 TEST(TensorParallelGraph, RefusesHeadCountsThatDoNotSplit) {
