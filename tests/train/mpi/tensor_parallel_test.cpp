@@ -267,18 +267,19 @@ TrainRun train_single(const ModelConfig& cfg, int batch) {
 
 // dp x tp on the first dp * tp ranks (null elsewhere).
 std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
-                                   ActivationCheckpointing checkpointing = {}) {
+                                   ActivationCheckpointing checkpointing = {}, int cp = 1) {
   auto w = comm::world();
-  auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
+  auto group = w->split(w->rank() < dp * cp * tp ? 0 : -1, w->rank());
   if (!group) return std::nullopt;
-  comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
+  comm::DeviceMesh mesh(group, {{"dp", dp}, {"cp", cp}, {"tp", tp}});
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+  comm::GroupContextParallelComm ring(mesh.group("cp"));
   train_test::Job job;
   job.checkpointing = checkpointing;
   TrainOptions o = train_test::options(job, train_test::kBatch);
-  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"),
-                      TensorParallel{&plan, &tp_comm, sp});
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.flatten({"dp", "cp"}),
+                      TensorParallel{&plan, &tp_comm, sp}, ContextParallel{&ring});
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
@@ -324,12 +325,12 @@ void expect_same_training(const ModelConfig& cfg, const TrainRun& ref, const Tra
 }
 
 void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
-                        ActivationCheckpointing checkpointing = {}) {
-  if (dp * tp > comm::world()->size()) return;
-  const std::string what = strprintf("%s dp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, tp,
-                                     strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
+                        ActivationCheckpointing checkpointing = {}, int cp = 1) {
+  if (dp * cp * tp > comm::world()->size()) return;
+  const std::string what = strprintf("%s dp=%d cp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, cp,
+                                     tp, strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
   const TrainRun ref = train_single(cfg, train_test::kBatch * dp);
-  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing)) expect_same_training(cfg, ref, *got, what);
+  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing, cp)) expect_same_training(cfg, ref, *got, what);
 }
 
 TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
@@ -346,6 +347,17 @@ TEST(TensorParallelTraining, SequenceParallelWithAndWithoutRecomputation) {
   expect_mesh_parity(llama_tp(4), 1, 4, Strategy::kNone, true, ActivationCheckpointing::parse("all"));
   expect_mesh_parity(gpt2_tp(), 2, 2, Strategy::kZero2, true, ActivationCheckpointing::parse("every:2"));
   expect_mesh_parity(llama_tp(2), 2, 2, Strategy::kZero3, true);
+}
+
+TEST(ContextParallelTraining, RingAttentionAloneAndOnAMesh) {
+  // cp alone, both families; with dp (gradients reduced over dp x cp) and tp.
+  for (int cp : {2, 4}) {
+    expect_mesh_parity(gpt2_tp(), 1, 1, Strategy::kDdp, false, {}, cp);
+    expect_mesh_parity(llama_tp(4), 1, 1, Strategy::kZero2, false, {}, cp);
+  }
+  expect_mesh_parity(llama_tp(2), 1, 1, Strategy::kDdp, false, ActivationCheckpointing::parse("all"), 2);
+  expect_mesh_parity(gpt2_tp(), 2, 1, Strategy::kZero3, false, {}, 2);
+  expect_mesh_parity(llama_tp(4), 1, 2, Strategy::kDdp, /*sp=*/true, {}, 2);
 }
 
 TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
