@@ -93,7 +93,8 @@ TEST(ServeKvWire, RoundTripsWholeAndByteByByte) {
 TEST(ServeKvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
   // fuzz/corpus/fuzz_kv_wire was written by an independent Python encoder of the
   // format in docs/serving.md (checksums included).
-  for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3}}) {
+  for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3},
+                                      {"two_blocks_int8", 2}}) {
     std::string bytes = distllm::read_file(std::string(DISTLLM_SOURCE_DIR) + "/fuzz/corpus/fuzz_kv_wire/" + name);
     std::vector<std::string> blocks;
     KvHeader h = decode_all(bytes, blocks);
@@ -203,7 +204,7 @@ TEST(ServeKvCacheImport, ImportedBlocksAreACachedPrefix) {
 }
 
 TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
-  for (DType kv_dtype : {DType::kF32, DType::kBF16})
+  for (DType kv_dtype : {DType::kF32, DType::kBF16, DType::kI8})
   for (ModelFamily family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     auto model = testing::tiny_model(family);
     InferenceRunner a(model, DType::kF32, kv_dtype), b(model, DType::kF32, kv_dtype);
@@ -212,8 +213,9 @@ TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
     b.allocate_kv(8, bs);
     const size_t bytes = a.kv_bytes_per_block(bs);
     EXPECT_EQ(a.kv_geometry().dtype, kv_dtype);
-    EXPECT_EQ(bytes, 2u * bs * a.kv_geometry().num_layers * a.kv_geometry().num_kv_heads * a.kv_geometry().head_dim *
-                         dtype_size(kv_dtype));
+    // int8 slices carry one f32 scale each (kernels/kv_layout.h).
+    const size_t slice = a.kv_geometry().head_dim * dtype_size(kv_dtype) + (kv_dtype == DType::kI8 ? 4 : 0);
+    EXPECT_EQ(bytes, 2u * bs * a.kv_geometry().num_layers * a.kv_geometry().num_kv_heads * slice);
     std::vector<int32_t> tokens;
     for (int i = 0; i < 12; ++i) tokens.push_back((i * 31 + 7) % 300);
     // Runner a computes positions [0, 10) into blocks {5, 2, 7}.
