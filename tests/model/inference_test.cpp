@@ -190,6 +190,18 @@ INSTANTIATE_TEST_SUITE_P(FamiliesAndKvDtypes, Inference,
                                   dtype_short_name(std::get<1>(i.param));
                          });
 
+// Position 9 of layer 1 (block table {2, 0}: row 1 of block 0) of a cache of the
+// llama config (2 kv heads of 10): K/V rows written, and what reads back.
+struct RowRoundTrip {
+  std::vector<float> k = std::vector<float>(20), v = k, k2 = k, v2 = k;
+  explicit RowRoundTrip(PagedKvCache& cache) {
+    const std::vector<int32_t> table = {2, 0};
+    for (int i = 0; i < 20; ++i) k[i] = 1.0f + i * 1e-3f, v[i] = -0.37f * i;
+    cache.write_row(1, table.data(), 9, k.data(), v.data());
+    cache.read_row(1, table.data(), 9, k2.data(), v2.data());
+  }
+};
+
 TEST(PagedKvCache, Bf16HalvesTheBytesAndRoundsToNearestEven) {
   const ModelConfig c = config(ModelFamily::kLlama);  // 2 layers, 2 kv heads of 10
   EXPECT_EQ(PagedKvCache::bytes_per_block(c, 16), 2u * 2 * 16 * 20 * 4);
@@ -199,11 +211,8 @@ TEST(PagedKvCache, Bf16HalvesTheBytesAndRoundsToNearestEven) {
   PagedKvCache cache(c, 4, 8, DType::kBF16);
   EXPECT_EQ(cache.dtype(), DType::kBF16);
   EXPECT_EQ(cache.block_bytes_per_layer(), 8u * 20 * 2);
-  std::vector<int32_t> table = {2, 0};
-  std::vector<float> k(20), v(20), k2(20), v2(20);
-  for (int i = 0; i < 20; ++i) k[i] = 1.0f + i * 1e-3f, v[i] = -0.37f * i;
-  cache.write_row(1, table.data(), 9, k.data(), v.data());
-  cache.read_row(1, table.data(), 9, k2.data(), v2.data());
+  const RowRoundTrip rt(cache);
+  const auto& [k, v, k2, v2] = rt;
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(k2[i], bf16_to_f32(f32_to_bf16(k[i])));
     EXPECT_EQ(v2[i], bf16_to_f32(f32_to_bf16(v[i])));
@@ -222,14 +231,14 @@ TEST(PagedKvCache, Int8StoresValuesAndOneScalePerTokenAndHead) {
   PagedKvCache cache(c, 4, 8, DType::kI8);
   EXPECT_EQ(cache.row_bytes(), 2u * (10 + 4));
   EXPECT_EQ(cache.block_bytes_per_layer(), 8u * 2 * (10 + 4));
-  std::vector<int32_t> table = {2, 0};
-  std::vector<float> k(20), v(20), k2(20), v2(20);
-  for (int i = 0; i < 20; ++i) k[i] = 1.0f + i * 1e-3f, v[i] = -0.37f * i;
-  cache.write_row(1, table.data(), 9, k.data(), v.data());
-  cache.read_row(1, table.data(), 9, k2.data(), v2.data());
+  const RowRoundTrip rt(cache);
+  const auto& [k, v, k2, v2] = rt;
   for (int g = 0; g < 2; ++g) {
     float kmax = 0, vmax = 0;
-    for (int i = g * 10; i < g * 10 + 10; ++i) kmax = std::max(kmax, std::fabs(k[i])), vmax = std::max(vmax, std::fabs(v[i]));
+    for (int i = g * 10; i < g * 10 + 10; ++i) {
+      kmax = std::max(kmax, std::fabs(k[i]));
+      vmax = std::max(vmax, std::fabs(v[i]));
+    }
     for (int i = g * 10; i < g * 10 + 10; ++i) {
       EXPECT_LE(std::fabs(k2[i] - k[i]), kmax / 254 * 1.0001f) << i;
       EXPECT_LE(std::fabs(v2[i] - v[i]), vmax / 254 * 1.0001f) << i;

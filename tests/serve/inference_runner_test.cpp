@@ -106,6 +106,20 @@ TEST(InferenceRunner, LlamaInt8KvGreedyUnderBatchingEqualsDirectDecode) {
   check_family(ModelFamily::kLlama, DType::kI8);
 }
 
+// Blocks of 16 tokens an engine over `runner` (not yet allocated) gets from 0.001 GiB
+// of --kv-cache-memory: as many as that many bytes hold.
+int engine_blocks(InferenceRunner& runner) {
+  testing::ByteCodec codec;
+  ServeMetrics metrics("m");
+  EngineConfig cfg;
+  cfg.block_size = 16;
+  cfg.kv_cache_memory_gib = 0.001;
+  Engine engine(runner, codec, cfg, metrics);
+  EXPECT_EQ(engine.num_blocks(),
+            static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(runner.kv_bytes_per_block(16))));
+  return engine.num_blocks();
+}
+
 TEST(InferenceRunner, Bf16KvHalvesTheBlockBytesAndDoublesTheBlocks) {
   auto model = tiny_model(ModelFamily::kLlama);
   InferenceRunner f32(model), bf16(model, DType::kF32, DType::kBF16);
@@ -117,14 +131,7 @@ TEST(InferenceRunner, Bf16KvHalvesTheBlockBytesAndDoublesTheBlocks) {
   EXPECT_EQ(2 * bf16.kv_bytes_per_block(16), f32.kv_bytes_per_block(16));
   EXPECT_THROW(InferenceRunner(model, DType::kF32, DType::kF16), Error);
   // The same --kv-cache-memory holds twice the blocks.
-  testing::ByteCodec codec;
-  ServeMetrics m1("f32"), m2("bf16");
-  EngineConfig cfg;
-  cfg.block_size = 16;
-  cfg.kv_cache_memory_gib = 0.001;
-  Engine e1(f32, codec, cfg, m1), e2(bf16, codec, cfg, m2);
-  EXPECT_EQ(e1.num_blocks(), static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(f32.kv_bytes_per_block(16))));
-  EXPECT_EQ(e2.num_blocks(), 2 * e1.num_blocks());
+  EXPECT_EQ(engine_blocks(bf16), 2 * engine_blocks(f32));
 }
 
 // int8: head_dim int8 values plus one f32 scale per (token, kv head), so
@@ -138,14 +145,7 @@ TEST(InferenceRunner, Int8KvStoresScalesWithTheValuesAndHoldsMoreBlocks) {
   EXPECT_EQ(g.bytes_per_token(), 2u * g.num_layers * g.num_kv_heads * (g.head_dim + 4));
   EXPECT_EQ(i8.kv_bytes_per_block(16), 16 * g.bytes_per_token());
   EXPECT_EQ(32 * i8.kv_bytes_per_block(16), 12 * f32.kv_bytes_per_block(16));
-  testing::ByteCodec codec;
-  ServeMetrics m1("f32"), m2("int8");
-  EngineConfig cfg;
-  cfg.block_size = 16;
-  cfg.kv_cache_memory_gib = 0.001;
-  Engine e1(f32, codec, cfg, m1), e2(i8, codec, cfg, m2);
-  EXPECT_EQ(e2.num_blocks(), static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(i8.kv_bytes_per_block(16))));
-  EXPECT_GT(e2.num_blocks(), 2 * e1.num_blocks());
+  EXPECT_GT(engine_blocks(i8), 2 * engine_blocks(f32));
 }
 
 TEST(InferenceRunner, ReportsGeometry) {
