@@ -11,11 +11,12 @@ namespace distllm::kernels::avx2 {
 namespace {
 
 // Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32 and int8:
-// elements [8c, 8c + 8) (int8 sign-extended, unscaled: the callers apply the
-// slice's scale once per dot product or softmax weight). bf16: the 16 elements [16(c/2), 16(c/2) + 16) are loaded as eight
-// 32-bit lanes, each holding an even element (low half) and the odd one after it
-// (high half); even c takes the even elements (shift left by 16), odd c the odd
-// ones (mask off the low half). Both widen exactly and need no cross-lane shuffle
+// elements [8c, 8c + 8) (int8 sign-extended and converted, unscaled: the callers
+// apply the slice's scale once per dot product or softmax weight). bf16: the 16
+// elements [16(c/2), 16(c/2) + 16) are loaded as eight 32-bit lanes, each holding an
+// even element (low half) and the odd one after it (high half); even c takes the
+// even elements (shift left by 16), odd c the odd ones (mask off the low half).
+// Both widen exactly and need no cross-lane shuffle
 // (which would compete for one port with nothing to gain). The query and output
 // vectors use the same element order (lanes(), below), so dot products and weighted
 // sums pair the right elements.
