@@ -152,6 +152,25 @@ TEST(ServeKvWire, RejectsCorruptAndMalformedStreams) {
   EXPECT_EQ(d.feed("more"), KvStreamDecoder::Status::kError);
 }
 
+// Every dimension at its limit of 2^16: a block would be 2 x 2^64 x (head_dim x 8
+// bytes), more than 64 bits hold. The size must not wrap around to something small
+// (it used to wrap to 0, and such a header passed as blocks of 0 bytes).
+TEST(ServeKvWire, RefusesBlocksWhoseSizeOverflows) {
+  for (DType dtype : {DType::kF64, DType::kI8}) {
+    KvHeader h;
+    h.fingerprint = small_fp();
+    h.fingerprint.dtype = dtype;
+    h.fingerprint.block_size = h.fingerprint.num_layers = h.fingerprint.num_kv_heads = h.fingerprint.head_dim = 1u << 16;
+    std::vector<std::string> blocks;
+    try {
+      decode_all(encode_all(h, {}), blocks);
+      ADD_FAILURE() << "decoded a header of " << dtype_short_name(dtype) << " blocks past 2^64 bytes";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("limit"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ServeKvWire, FingerprintMismatchNamesTheFields) {
   KvFingerprint a = small_fp(), b = small_fp();
   EXPECT_EQ(fingerprint_mismatch(a, b), "");

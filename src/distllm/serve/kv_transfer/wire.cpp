@@ -38,10 +38,13 @@ uint64_t get_u64(const char* p) {
 constexpr uint8_t kNumDTypes = sizeof kAllDTypes / sizeof kAllDTypes[0];
 
 // Payload bytes of one block: K and V slices (kernels/kv_layout.h) of every layer.
-// Each factor is at most 2^16 (a slice at most 2^16 * 8 + 4 bytes): the product fits
-// in 64 bits.
+// Dimensions of up to 2^16 each can take the product past 64 bits; it then
+// saturates at UINT64_MAX (over any size limit) instead of wrapping to a small number.
 uint64_t payload_bytes(const KvFingerprint& f) {
-  return 2ull * f.num_layers * f.block_size * f.num_kv_heads * kernels::kv_head_bytes(f.dtype, f.head_dim);
+  uint64_t n = kernels::kv_head_bytes(f.dtype, static_cast<int>(f.head_dim));
+  for (uint64_t factor : {uint64_t{2}, uint64_t{f.num_layers}, uint64_t{f.block_size}, uint64_t{f.num_kv_heads}})
+    if (__builtin_mul_overflow(n, factor, &n)) return UINT64_MAX;
+  return n;
 }
 
 }  // namespace
