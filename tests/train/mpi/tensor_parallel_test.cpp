@@ -371,12 +371,8 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
 
 TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
   const int world = comm::world()->size();
-  ModelConfig cfg;
-  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
-  cfg.normalize();
-  std::vector<uint32_t> toks(50000);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
-  TokenDataset data = TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  const ModelConfig cfg = train_test::memory_model();
+  const TokenDataset& data = train_test::memory_data();
   struct Case {
     int dp, tp;
     bool sp;
