@@ -107,7 +107,7 @@ MODEL="--family gpt2 --n-layer 2 --n-head 6 --n-embd 36 --vocab-size 259 --seq 3
 expect_error 2 "--sequence-parallel needs a --mesh with tp > 1" --sequence-parallel
 expect_error 2 "has 3 positions but 2 ranks were started" --mesh dp=3,tp=1
 expect_error 2 "unknown dimension 'xp'" --mesh xp=2
-expect_error 3 "the sequence length 32 must be a multiple of 3" --mesh cp=3
+expect_error 3 "the sequence length 32 must be a multiple of 6" --mesh cp=3
 
 echo "== a rank killed mid-step: the others stop within the comm timeout, naming it"
 export DISTLLM_COMM_TIMEOUT=5 DISTLLM_TEST_KILL_RANK=1 DISTLLM_TEST_KILL_STEP=3

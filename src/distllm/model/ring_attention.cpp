@@ -12,19 +12,33 @@
 
 namespace distllm {
 
-RingAttention::RingAttention(const ModelConfig& config, int batch, int block_len, ContextParallelComm& comm)
-    : cfg_(config), B_(batch), T_(block_len), comm_(comm) {
+ContextLayout::ContextLayout(int cp_size, int cp_rank, int length) : cp(cp_size), rank(cp_rank), seq_len(length) {
+  DL_CHECK(cp >= 1 && rank >= 0 && rank < cp, "context-parallel rank %d of %d is out of range", rank, cp);
+  DL_CHECK(seq_len > 0 && seq_len % (2 * cp) == 0,
+           "context parallelism cuts each sequence into 2 x cp = %d equal chunks: the sequence length %d must be a "
+           "multiple of %d",
+           2 * cp, seq_len, 2 * cp);
+}
+
+RingAttention::RingAttention(const ModelConfig& config, int batch, int seq_len, ContextParallelComm& comm)
+    : cfg_(config), B_(batch), layout_(comm.size(), comm.rank(), seq_len), comm_(comm) {
+  C_ = layout_.chunk();
+  T_ = layout_.local_len();
   kv_width_ = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
   const int64_t rows = static_cast<int64_t>(B_) * T_;
+  const int64_t per_head = static_cast<int64_t>(B_) * cfg_.n_head;
   cur_.resize(static_cast<size_t>(rows * 4 * kv_width_));
   next_.resize(cur_.size());
-  block_out_.resize(static_cast<size_t>(rows * cfg_.attn_dim()));
-  block_lse_.resize(static_cast<size_t>(B_) * cfg_.n_head * T_);
-  delta_.resize(block_lse_.size());
+  block_out_.resize(static_cast<size_t>(int64_t(B_) * C_ * cfg_.attn_dim()));
+  block_lse_.resize(static_cast<size_t>(per_head * C_));
+  chunk_lse_.resize(static_cast<size_t>(2 * per_head * C_));
+  chunk_delta_.resize(chunk_lse_.size());
 }
 
 size_t RingAttention::buffer_bytes() const {
-  return (cur_.size() + next_.size() + block_out_.size() + block_lse_.size() + delta_.size()) * sizeof(float);
+  return (cur_.size() + next_.size() + block_out_.size() + block_lse_.size() + chunk_lse_.size() +
+          chunk_delta_.size()) *
+         sizeof(float);
 }
 
 void RingAttention::pack_kv(const float* qkv, int64_t width) {
@@ -43,100 +57,132 @@ void RingAttention::shift(int64_t width) {
   std::swap(cur_, next_);
 }
 
+template <typename Fn>
+void RingAttention::for_each_visible_pair(int owner, Fn&& fn) const {
+  const ContextLayout held(layout_.cp, owner, layout_.seq_len);
+  for (int qi = 0; qi < 2; ++qi)
+    for (int ki = 0; ki < 2; ++ki) {
+      const int q = layout_.chunk_index(qi), k = held.chunk_index(ki);
+      if (k <= q) fn(qi, ki, int64_t(q - k) * C_);  // offset 0: the same chunk, causal
+    }
+}
+
 namespace {
 
-// Attention of this rank's queries to the travelling block (row width `width`)
-// that holds positions `offset` before them (0: its own block, causal).
-kernels::AttentionArgs block_args(const ModelConfig& c, int B, int T, const float* qkv, const float* kv, int64_t width,
-                                  int64_t offset) {
+// Attention of query chunk qi of this rank's rows (qkv) to key chunk ki of a
+// travelling block (rows of `width` floats), the queries `offset` positions after
+// the keys' start. Every tensor holds 2 chunks per sequence (T = 2C rows).
+kernels::AttentionArgs chunk_args(const ModelConfig& c, int B, int C, const float* qkv, int qi, const float* kv,
+                                  int ki, int64_t width, int64_t offset) {
+  const int64_t T = 2 * static_cast<int64_t>(C);
   kernels::AttentionArgs a;
   a.batch = B;
   a.n_head = c.n_head;
   a.n_kv_head = c.n_kv_head;
   a.head_dim = c.head_dim;
-  a.q_len = a.kv_len = T;
+  a.q_len = a.kv_len = C;
   a.query_offset = static_cast<int>(offset);
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  a.q = qkv;
+  a.q = qkv + qi * C * static_cast<int64_t>(c.qkv_dim());
   a.q_row_stride = c.qkv_dim();
   a.q_batch_stride = static_cast<int64_t>(c.qkv_dim()) * T;
-  a.k = kv;
-  a.v = kv + static_cast<int64_t>(c.n_kv_head) * c.head_dim;
+  a.k = kv + ki * C * width;
+  a.v = a.k + static_cast<int64_t>(c.n_kv_head) * c.head_dim;
   a.kv_row_stride = width;
   a.kv_batch_stride = width * T;
-  a.out_row_stride = c.attn_dim();
-  a.out_batch_stride = static_cast<int64_t>(c.attn_dim()) * T;
   return a;
 }
 
 }  // namespace
 
+void RingAttention::combine(int qi, bool first, float* out, float* lse) {
+  // Online softmax: out and lse of query chunk qi become those of the union of the
+  // key chunks so far.
+  DL_PROFILE("cp.combine");
+  const int H = cfg_.n_head, D = cfg_.head_dim, A = cfg_.attn_dim();
+  parallel_for(0, static_cast<int64_t>(B_) * H * C_, [&](int64_t i) {
+    const int64_t b = i / (int64_t(H) * C_), h = (i / C_) % H, t = i % C_;
+    const int64_t li = (b * H + h) * T_ + qi * C_ + t;
+    float* o = out + (b * T_ + qi * C_ + t) * A + h * D;
+    const float* ob = block_out_.data() + (b * C_ + t) * A + h * D;
+    const float lb = block_lse_[static_cast<size_t>(i)];
+    if (first) {
+      std::memcpy(o, ob, sizeof(float) * D);
+      lse[li] = lb;
+      return;
+    }
+    const float la = lse[li];
+    const float m = std::max(la, lb);
+    const float l = m + std::log(std::exp(la - m) + std::exp(lb - m));
+    const float wa = std::exp(la - l), wb = std::exp(lb - l);
+    for (int d = 0; d < D; ++d) o[d] = wa * o[d] + wb * ob[d];
+    lse[li] = l;
+  });
+}
+
 void RingAttention::forward(const float* qkv, float* out, float* lse) {
-  const int n = comm_.size(), rank = comm_.rank(), H = cfg_.n_head, D = cfg_.head_dim;
+  const int n = comm_.size();
   const int64_t width = 2 * kv_width_;
   pack_kv(qkv, width);
+  bool seen[2] = {false, false};
   for (int s = 0; s < n; ++s) {
     if (s > 0) shift(width);
-    const int j = block_at(s);
-    if (j > rank) continue;  // a later block: causally invisible
-    kernels::AttentionArgs a = block_args(cfg_, B_, T_, qkv, cur_.data(), width, int64_t(rank - j) * T_);
-    a.out = s == 0 ? out : block_out_.data();
-    a.lse = s == 0 ? lse : block_lse_.data();
-    {
-      DL_PROFILE("fwd.attention");
-      kernels::attention_forward(a);
-    }
-    if (s == 0) continue;
-    // Online softmax: out and lse become those of the union of the blocks so far.
-    DL_PROFILE("cp.combine");
-    parallel_for(0, static_cast<int64_t>(B_) * H * T_, [&](int64_t i) {
-      const int64_t b = i / (int64_t(H) * T_), h = (i / T_) % H, t = i % T_;
-      const float la = lse[i], lb = block_lse_[i];
-      const float m = std::max(la, lb);
-      const float l = m + std::log(std::exp(la - m) + std::exp(lb - m));
-      const float wa = std::exp(la - l), wb = std::exp(lb - l);
-      float* o = out + (b * T_ + t) * cfg_.attn_dim() + h * D;
-      const float* ob = block_out_.data() + (b * T_ + t) * cfg_.attn_dim() + h * D;
-      for (int d = 0; d < D; ++d) o[d] = wa * o[d] + wb * ob[d];
-      lse[i] = l;
+    for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
+      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, cur_.data(), ki, width, offset);
+      a.out = block_out_.data();
+      a.out_row_stride = cfg_.attn_dim();
+      a.out_batch_stride = static_cast<int64_t>(cfg_.attn_dim()) * C_;
+      a.lse = block_lse_.data();
+      {
+        DL_PROFILE("fwd.attention");
+        kernels::attention_forward(a);
+      }
+      combine(qi, !seen[qi], out, lse);
+      seen[qi] = true;
     });
   }
 }
 
 void RingAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv) {
-  const int n = comm_.size(), rank = comm_.rank(), H = cfg_.n_head, D = cfg_.head_dim;
+  const int n = comm_.size(), H = cfg_.n_head, D = cfg_.head_dim, A = cfg_.attn_dim();
   const int64_t width = 4 * kv_width_, rows = static_cast<int64_t>(B_) * T_, qkv_dim = cfg_.qkv_dim();
-  // delta = rowsum(dO * O) of the whole attention, per (sequence, head, query).
-  parallel_for(0, static_cast<int64_t>(B_) * H * T_, [&](int64_t i) {
-    const int64_t b = i / (int64_t(H) * T_), h = (i / T_) % H, t = i % T_;
-    const int64_t at = (b * T_ + t) * cfg_.attn_dim() + h * D;
-    delta_[i] = kernels::dot(dout + at, out + at, D);
+  const int64_t per_chunk = static_cast<int64_t>(B_) * H * C_;
+  // Per query chunk, the whole attention's lse and delta = rowsum(dO * O), laid out
+  // [B, H, C] as the kernel reads them.
+  parallel_for(0, 2 * per_chunk, [&](int64_t i) {
+    const int64_t qi = i / per_chunk, j = i % per_chunk;
+    const int64_t b = j / (int64_t(H) * C_), h = (j / C_) % H, t = j % C_;
+    const int64_t row = b * T_ + qi * C_ + t;
+    chunk_lse_[static_cast<size_t>(i)] = lse[(b * H + h) * T_ + qi * C_ + t];
+    chunk_delta_[static_cast<size_t>(i)] = kernels::dot(dout + row * A + h * D, out + row * A + h * D, D);
   });
-  parallel_for(0, rows, [&](int64_t r) { std::memset(dqkv + r * qkv_dim, 0, sizeof(float) * cfg_.attn_dim()); });
+  parallel_for(0, rows, [&](int64_t r) { std::memset(dqkv + r * qkv_dim, 0, sizeof(float) * A); });
   pack_kv(qkv, width);  // [k | v | dk | dv], the gradients starting at zero
   for (int s = 0; s < n; ++s) {
     if (s > 0) shift(width);
-    const int j = block_at(s);
-    if (j > rank) continue;
-    kernels::AttentionArgs a = block_args(cfg_, B_, T_, qkv, cur_.data(), width, int64_t(rank - j) * T_);
-    a.out = const_cast<float*>(out);
-    a.lse = const_cast<float*>(lse);
-    kernels::AttentionGrads g;
-    g.dq = dqkv;
-    g.dk = cur_.data() + 2 * kv_width_;
-    g.dv = cur_.data() + 3 * kv_width_;
-    g.dout = dout;
-    g.delta = delta_.data();
-    g.accumulate = true;
-    DL_PROFILE("bwd.attention");
-    kernels::attention_backward(a, g);
+    for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
+      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, cur_.data(), ki, width, offset);
+      // dout (and the unused out) keep the rows of both chunks.
+      a.out = const_cast<float*>(out) + qi * C_ * static_cast<int64_t>(A);
+      a.out_row_stride = A;
+      a.out_batch_stride = static_cast<int64_t>(A) * T_;
+      a.lse = chunk_lse_.data() + qi * per_chunk;
+      kernels::AttentionGrads g;
+      g.dq = dqkv + qi * C_ * qkv_dim;
+      g.dk = cur_.data() + ki * C_ * width + 2 * kv_width_;
+      g.dv = g.dk + kv_width_;
+      g.dout = dout + qi * C_ * static_cast<int64_t>(A);
+      g.delta = chunk_delta_.data() + qi * per_chunk;
+      g.accumulate = true;
+      DL_PROFILE("bwd.attention");
+      kernels::attention_backward(a, g);
+    });
   }
   // After n - 1 shifts this rank holds the next rank's block; one more brings its
   // own block home with every rank's contribution to its gradient.
   if (n > 1) shift(width);
   parallel_for(0, rows, [&](int64_t r) {
-    std::memcpy(dqkv + r * qkv_dim + cfg_.attn_dim(), cur_.data() + r * width + 2 * kv_width_,
-                sizeof(float) * 2 * kv_width_);
+    std::memcpy(dqkv + r * qkv_dim + A, cur_.data() + r * width + 2 * kv_width_, sizeof(float) * 2 * kv_width_);
   });
 }
 

@@ -100,11 +100,7 @@ namespace {
 
 int block_length(int seq_len, const ContextParallel& cp) {
   DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
-  DL_CHECK(seq_len % cp.size() == 0,
-           "context parallelism splits each sequence into %d equal blocks: the sequence length %d must be a "
-           "multiple of %d",
-           cp.size(), seq_len, cp.size());
-  return seq_len / cp.size();
+  return cp.active() ? ContextLayout(cp.size(), cp.rank(), seq_len).local_len() : seq_len;
 }
 
 }  // namespace
@@ -139,9 +135,14 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
   const int64_t C = cfg_.n_embd;
   positions_.resize(BT_);
-  // This rank's block of each sequence (all of it without context parallelism).
-  for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(cp_.rank() * T_ + i % T_);
-  if (cp_.active()) ring_ = std::make_unique<RingAttention>(cfg_, B_, T_, *cp_.comm);
+  // This rank's tokens of each sequence (all of them without context parallelism).
+  if (cp_.active()) {
+    const ContextLayout held(cp_.size(), cp_.rank(), seq_len);
+    for (int64_t i = 0; i < BT_; ++i) positions_[i] = held.position(static_cast<int>(i % T_));
+    ring_ = std::make_unique<RingAttention>(cfg_, B_, seq_len, *cp_.comm);
+  } else {
+    for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(i % T_);
+  }
   tokens_.resize(BT_);
   inputs_.resize(cfg_.n_layer);
   layers_.resize(cfg_.n_layer);

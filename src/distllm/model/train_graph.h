@@ -40,9 +40,9 @@
 // the group. The residual activations kept for backward shrink by tp.
 //
 // Context parallelism (ring_attention.h): given its group's ring, the graph holds
-// T / cp consecutive tokens of each sequence (positions cp_rank * T / cp on), and
-// attention runs as ring attention over the group; everything else is per token.
-// forward() then takes this rank's [B, T / cp] slice of tokens and targets.
+// T / cp tokens of each sequence (ContextLayout's two chunks), and attention runs
+// as ring attention over the group; everything else is per token. forward() then
+// takes this rank's [B, T / cp] tokens and targets, in ContextLayout's order.
 //
 // Activation checkpointing keeps only the input of a checkpointed layer and runs
 // its forward again inside backward; the recomputation is bit-identical, so loss and

@@ -124,12 +124,14 @@ void Trainer::slice_block(int m) {
   const ContextParallel& cp = engine_->context_parallel();
   if (!cp.active()) return;
   const int T = options_.seq_len, Tl = graph_.seq_len();
+  const ContextLayout held(cp.size(), cp.rank(), T);
   const int64_t base = static_cast<int64_t>(m) * options_.batch * T;
-  for (int b = 0; b < options_.batch; ++b) {
-    const int64_t from = base + static_cast<int64_t>(b) * T + static_cast<int64_t>(cp.rank()) * Tl;
-    std::copy_n(tokens_.data() + from, Tl, block_tokens_.data() + static_cast<int64_t>(b) * Tl);
-    std::copy_n(targets_.data() + from, Tl, block_targets_.data() + static_cast<int64_t>(b) * Tl);
-  }
+  for (int b = 0; b < options_.batch; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      const int64_t from = base + static_cast<int64_t>(b) * T + held.position(t);
+      block_tokens_[static_cast<size_t>(b) * Tl + t] = tokens_[static_cast<size_t>(from)];
+      block_targets_[static_cast<size_t>(b) * Tl + t] = targets_[static_cast<size_t>(from)];
+    }
 }
 
 const int32_t* Trainer::graph_tokens(int m) {

@@ -146,9 +146,11 @@ TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
   if (comm::world()->size() >= 4) expect_parity(llama_tp(1, /*tied=*/true), 4, true);
 }
 
-// Context parallelism: each cp rank runs its block of every sequence with ring
-// attention; the sum of the ranks' losses and gradients is the single process's.
-void expect_context_parallel_parity(const ModelConfig& cfg, int cp, int T) {
+// Context parallelism: each cp rank runs its two chunks of every sequence
+// (ContextLayout) with ring attention; the sum of the ranks' losses and gradients
+// is the single process's.
+void expect_context_parallel_parity(ModelConfig cfg, int cp, int T) {
+  cfg.max_position = T;
   SCOPED_TRACE(cfg.describe() + " cp=" + std::to_string(cp));
   auto group = tp_group(cp);  // consecutive ranks, as for tp
   if (!group) return;
@@ -168,12 +170,13 @@ void expect_context_parallel_parity(const ModelConfig& cfg, int cp, int T) {
   ref.backward(whole);
 
   comm::GroupContextParallelComm ring(group);
-  const int Tl = T / cp, r = group->rank();
+  const ContextLayout held(cp, group->rank(), T);
+  const int Tl = held.local_len();
   std::vector<int32_t> my_tokens(kB * Tl), my_targets(kB * Tl);
   for (int b = 0; b < kB; ++b)
     for (int t = 0; t < Tl; ++t) {
-      my_tokens[b * Tl + t] = tokens[b * T + r * Tl + t];
-      my_targets[b * Tl + t] = targets[b * T + r * Tl + t];
+      my_tokens[b * Tl + t] = tokens[b * T + held.position(t)];
+      my_targets[b * Tl + t] = targets[b * T + held.position(t)];
     }
   Transformer mine(cfg);
   std::copy(whole.params(), whole.params() + whole.size(), mine.params());
@@ -197,8 +200,8 @@ void expect_context_parallel_parity(const ModelConfig& cfg, int cp, int T) {
 TEST(ContextParallelGraph, RingAttentionMatchesTheSingleProcess) {
   for (int cp : {2, 3, 4}) {
     if (cp > comm::world()->size()) continue;
-    expect_context_parallel_parity(gpt2_tp(), cp, 12);
-    expect_context_parallel_parity(llama_tp(4), cp, 12);  // GQA 3:1
+    expect_context_parallel_parity(gpt2_tp(), cp, 2 * cp * 2);      // chunks of 2
+    expect_context_parallel_parity(llama_tp(4), cp, 2 * cp * 3);    // GQA 3:1, chunks of 3
   }
 }
 
