@@ -59,17 +59,6 @@ double unix_time_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// --tp N needs N processes from an MPI launcher, one per shard; without --tp the
-// server is one process.
-void check_tp_world(int tp, const comm::ProcessGroupPtr& world) {
-  DL_CHECK(tp >= 1, "--tp must be at least 1, got %d", tp);
-  const int ranks = world ? world->size() : 1;
-  DL_CHECK(tp == 1 || world != nullptr,
-           "--tp %d runs one process per shard: start it as `mpirun -np %d distllm serve --tp %d ...`", tp, tp, tp);
-  DL_CHECK(ranks == tp, "--tp %d but the launcher started %d processes; pass -np %d to mpirun (or --tp %d)", tp, ranks,
-           tp, ranks);
-}
-
 int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   apply_thread_flag(args);
   std::string model_dir = args.get_required("model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
@@ -131,7 +120,7 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
       "tp", 1, "tensor-parallel size: under `mpirun -np N`, N = --tp; rank 0 serves HTTP and schedules, every rank "
                "runs its shard of each step (docs/serving.md, Tensor-parallel serving)"));
   if (args.help_or_finish()) return 0;
-  check_tp_world(tp, world);
+  check_tp_world(tp, world, "serve");
   if (tp > 1) {
     DL_CHECK(!watch && watch_checkpoints.empty(), "--watch and --watch-checkpoints are not supported with --tp");
     DL_CHECK(role_name == "both", "--role %s is not supported with --tp (KV blocks are split over the ranks)",
