@@ -157,8 +157,9 @@ void expect_parity(const ModelConfig& cfg, int tp, DType weights, DType kv_dtype
     std::printf("[ measured ] %s tp=%d %s: max |logit diff| %.3g (%.3g of max |logit| %.3g), min top-2 gap %.3g\n",
                 cfg.family_name().c_str(), tp, dtype_short_name(weights), max_diff, rel, max_abs, gap);
   EXPECT_LT(rel, tolerance);
-  if (same_tokens)
+  if (same_tokens) {
     for (int s = 0; s < 3; ++s) EXPECT_EQ(got.tokens[s], ref.tokens[s]) << "sequence " << s;
+  }
 }
 
 // f32 tolerances: measured at most 3.8e-7 of max |logit| (1.4e-6 absolute), against

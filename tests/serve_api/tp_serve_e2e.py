@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""`mpirun -np 2 distllm serve --tp 2` as processes, over real HTTP (loopback):
+
+1. For a tiny random gpt2 and a llama with grouped-query attention (byte-level
+   tokenizer): greedy completions of several prompts, sent concurrently (batched,
+   sharing a prefix), equal those of a one-process server.
+2. SIGTERM to rank 0: it drains, tells the other rank to stop, and every process
+   (mpirun included) exits 0.
+3. SIGTERM to mpirun: every rank exits.
+4. A worker killed with SIGKILL: rank 0 does not hang; the job ends (non-zero)
+   within the collective timeout.
+5. --tp without mpirun, and a process count other than --tp: clear errors.
+
+    tp_serve_e2e.py DISTLLM MAKE_TINY_MODEL MPIEXEC
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+DISTLLM, MAKE_MODEL, MPIEXEC = sys.argv[1:4]
+MPIRUN = [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
+PROMPTS = ["The quick brown fox", "The quick brown dog jumps", "Hello", "0123456789 abc"]
+ENV = dict(os.environ, DISTLLM_COMM_TIMEOUT="15", OMP_NUM_THREADS="1")
+
+
+def fail(msg, *logs):
+    print("FAIL", msg)
+    for log in logs:
+        print(open(log, errors="replace").read()[-4000:])
+    sys.exit(1)
+
+
+class Server:
+    def __init__(self, tmp, name, model, tp):
+        self.out, self.err = os.path.join(tmp, name + ".out"), os.path.join(tmp, name + ".err")
+        cmd = [DISTLLM, "serve", "--model", model, "--port", "0", "--threads", "1", "--served-model-name", "m",
+               "--kv-cache-memory", "0.01"]
+        if tp > 1:
+            cmd = MPIRUN + ["-np", str(tp)] + cmd + ["--tp", str(tp)]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"), stderr=open(self.err, "w"), env=ENV,
+                                     start_new_session=True)
+        self.port = None
+        for _ in range(600):
+            text = open(self.out).read()
+            if "listening on" in text:
+                self.port = int(text.split("listening on")[1].split()[0].rsplit(":", 1)[1])
+                break
+            if self.proc.poll() is not None:
+                fail(f"{name} exited with {self.proc.returncode} before listening", self.err)
+            time.sleep(0.05)
+        if self.port is None:
+            self.kill()
+            fail(f"{name} did not start", self.err)
+
+    def ranks(self):
+        """{rank: pid} of this job's distllm processes (their MPI environment)."""
+        out = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+                if os.getsid(int(pid)) != self.proc.pid or not open(f"/proc/{pid}/cmdline", "rb").read().startswith(
+                        DISTLLM.encode()):
+                    continue
+            except (OSError, ProcessLookupError):
+                continue
+            for kv in env:
+                if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    out[int(kv.split(b"=")[1])] = int(pid)
+        return out
+
+    def complete(self, prompt):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        body = {"model": "m", "prompt": prompt, "max_tokens": 24, "temperature": 0}
+        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        if r.status != 200:
+            fail(f"HTTP {r.status}: {data!r}", self.err)
+        return json.loads(data)["choices"][0]["text"]
+
+    def complete_all(self):
+        """Every prompt at once, so the engine batches them."""
+        out = [None] * len(PROMPTS)
+
+        def one(i):
+            out[i] = self.complete(PROMPTS[i])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        return out
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            fail(f"still running {timeout} s later", self.err)
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def gone(pids, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z" for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def main():
+    tmp = tempfile.mkdtemp()
+    try:
+        for family, flags in (("gpt2", []), ("llama", ["--family", "llama"])):
+            model = os.path.join(tmp, family)
+            subprocess.run([MAKE_MODEL, model, "--tokenizer", "byte", *flags], check=True, stdout=subprocess.DEVNULL)
+            one = Server(tmp, family + "-tp1", model, 1)
+            want = one.complete_all()
+            if not all(want):
+                fail(f"{family}: empty completions from tp=1: {want!r}", one.err)
+            one.proc.send_signal(signal.SIGTERM)
+            one.wait(30)
+            two = Server(tmp, family + "-tp2", model, 2)
+            got = two.complete_all()
+            if got != want:
+                two.kill()
+                fail(f"{family}: tp=2 greedy outputs differ:\n  tp=1 {want!r}\n  tp=2 {got!r}", two.err)
+            print(f"ok   {family}: tp=2 greedy completions equal tp=1's ({len(PROMPTS)} prompts, batched)")
+            # 2. SIGTERM to rank 0 stops every rank.
+            ranks = two.ranks()
+            if sorted(ranks) != [0, 1]:
+                two.kill()
+                fail(f"expected ranks 0 and 1, found {ranks}", two.err)
+            os.kill(ranks[0], signal.SIGTERM)
+            rc = two.wait(60)
+            if rc != 0 or not gone(ranks.values(), 10):
+                fail(f"{family}: after SIGTERM to rank 0 mpirun exited {rc}", two.err)
+            log = open(two.err).read()
+            if "tensor-parallel rank 1 stopped" not in log:
+                fail("rank 1 did not log its stop", two.err)
+            print(f"ok   {family}: SIGTERM to rank 0: every rank exited, status 0")
+
+        model = os.path.join(tmp, "gpt2")
+        # 3. SIGTERM to mpirun.
+        s = Server(tmp, "mpirun-term", model, 2)
+        ranks = s.ranks()
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait(60)
+        if not gone(ranks.values(), 10):
+            fail("ranks still running after mpirun was terminated", s.err)
+        print("ok   SIGTERM to mpirun: every rank exited")
+        # 4. A lost worker: the job ends instead of hanging.
+        s = Server(tmp, "lost-rank", model, 2)
+        ranks = s.ranks()
+        os.kill(ranks[1], signal.SIGKILL)
+        t0 = time.time()
+        try:  # the request may fail or never be answered: only the exit matters
+            s.complete("after the worker died")
+        except (OSError, http.client.HTTPException, SystemExit):
+            pass
+        rc = s.wait(60)
+        if rc == 0 or not gone(ranks.values(), 10):
+            fail(f"lost worker: mpirun exited {rc}", s.err)
+        print(f"ok   a killed worker ends the job in {time.time() - t0:.1f} s (status {rc})")
+        # 5. Bad launches.
+        r = subprocess.run([DISTLLM, "serve", "--model", model, "--tp", "2"], capture_output=True, text=True,
+                           timeout=60, env=ENV)
+        if r.returncode == 0 or "mpirun -np 2" not in r.stderr:
+            fail(f"--tp 2 without mpirun: status {r.returncode}, {r.stderr!r}")
+        r = subprocess.run(MPIRUN + ["-np", "2", DISTLLM, "serve", "--model", model, "--port", "0"],
+                           capture_output=True, text=True, timeout=60, env=ENV)
+        if r.returncode == 0 or "--tp 1 but the launcher started 2 processes" not in r.stderr:
+            fail(f"2 processes without --tp: status {r.returncode}, {r.stderr!r}")
+        print("ok   --tp without mpirun and a process count other than --tp are refused")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+main()
