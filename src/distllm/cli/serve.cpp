@@ -223,6 +223,11 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   // The engine behind the API can swap models (hot reload): POST /admin/reload, and
   // --watch.
   serve::ReloadableEngine engine(codec, ecfg, metrics);
+  const ModelConfig model_config = model->config();
+  if (tp > 1) {
+    bundle.model.reset();
+    model.reset();  // a shard keeps only its slices: the whole model's weights can go
+  }
   run_on_transient_thread([&] { engine.install(runner, model, draft_runner); });
   runner.reset();
   draft_runner.reset();
@@ -257,7 +262,7 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), weights %s, KV cache %s (%d tokens), %d threads%s, chat template: %s",
-           scfg.model_name.c_str(), model->config().describe().c_str(),
+           scfg.model_name.c_str(), model_config.describe().c_str(),
            weight_dtype == DType::kI8 ? "int8" : dtype_short_name(weight_dtype), dtype_short_name(kv_dtype),
            engine.current()->num_blocks() * ecfg.block_size, num_threads(),
            tp > 1 ? strprintf(" per rank, tensor-parallel over %d ranks", tp).c_str() : "", chat.origin().c_str());
