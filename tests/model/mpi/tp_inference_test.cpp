@@ -23,23 +23,26 @@ namespace {
 
 constexpr int kBlock = 4, kBlocksPerSeq = 16;  // room for 64 positions per sequence
 
-// gpt2: 12 heads of 3 (width 36), MLP 100 and vocabulary 61 (both split unevenly).
-ModelConfig gpt2_cfg() {
+// 12 query heads (gpt2: of 3, width 36, MLP 100; llama: of 4 over `kv` key/value
+// heads, width 44, MLP 50), vocabulary 61: the MLP and the vocabulary split unevenly.
+ModelConfig tiny(ModelFamily family, int kv = 12) {
   ModelConfig c;
-  c.vocab_size = 61, c.max_position = 64, c.n_layer = 2, c.n_head = 12, c.n_embd = 36, c.intermediate_size = 100;
+  c.family = family;
+  c.vocab_size = 61;
+  c.max_position = 64;
+  c.n_layer = 2;
+  c.n_head = 12;
+  c.n_kv_head = kv;
+  const bool llama = family == ModelFamily::kLlama;
+  c.n_embd = llama ? 44 : 36;
+  c.head_dim = llama ? 4 : 0;
+  c.intermediate_size = llama ? 50 : 100;
+  c.tie_embeddings = !llama;
   c.normalize();
   return c;
 }
-
-// llama: 12 query heads of 4 over `kv` key/value heads, width 44, MLP 50.
-ModelConfig llama_cfg(int kv) {
-  ModelConfig c;
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 61, c.max_position = 64, c.n_layer = 2, c.n_head = 12, c.n_kv_head = kv, c.head_dim = 4;
-  c.n_embd = 44, c.intermediate_size = 50, c.tie_embeddings = false;
-  c.normalize();
-  return c;
-}
+ModelConfig gpt2_cfg() { return tiny(ModelFamily::kGpt2); }
+ModelConfig llama_cfg(int kv) { return tiny(ModelFamily::kLlama, kv); }
 
 // Random weights, scaled up so that logits spread like a trained model's (a fresh
 // N(0, 0.02) model's logits are nearly flat, and greedy ties would test nothing).
