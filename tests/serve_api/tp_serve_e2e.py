@@ -3,7 +3,8 @@
 
 1. For a tiny random gpt2 and a llama with grouped-query attention (byte-level
    tokenizer): greedy completions of several prompts, sent concurrently (batched,
-   sharing a prefix), equal those of a one-process server.
+   sharing a prefix), equal those of a one-process server; again with a KV cache of
+   6 blocks, where the requests preempt each other.
 2. SIGTERM to rank 0: it drains, tells the other rank to stop, and every process
    (mpirun included) exits 0.
 3. SIGTERM to mpirun: every rank exits.
@@ -38,10 +39,10 @@ def fail(msg, *logs):
 
 
 class Server:
-    def __init__(self, tmp, name, model, tp):
+    def __init__(self, tmp, name, model, tp, flags=()):
         self.out, self.err = os.path.join(tmp, name + ".out"), os.path.join(tmp, name + ".err")
         cmd = [DISTLLM, "serve", "--model", model, "--port", "0", "--threads", "1", "--served-model-name", "m",
-               "--kv-cache-memory", "0.01"]
+               *(flags or ["--kv-cache-memory", "0.01"])]
         if tp > 1:
             cmd = MPIRUN + ["-np", str(tp)] + cmd + ["--tp", str(tp)]
         self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"), stderr=open(self.err, "w"), env=ENV,
@@ -143,6 +144,25 @@ def main():
                 two.kill()
                 fail(f"{family}: tp=2 greedy outputs differ:\n  tp=1 {want!r}\n  tp=2 {got!r}", two.err)
             print(f"ok   {family}: tp=2 greedy completions equal tp=1's ({len(PROMPTS)} prompts, batched)")
+            # The same under preemption: 6 blocks of 16 tokens for 4 requests of up to
+            # 39. A block holds 2 layers x (K, V) x 16 tokens x this rank's K/V width
+            # (2 of gpt2's 4 heads of 16, 1 of llama's 2) in f32.
+            block_bytes = 2 * 2 * 16 * (32 if family == "gpt2" else 16) * 4
+            small = Server(tmp, family + "-tp2-small", model, 2,
+                           ["--kv-cache-memory", repr(6 * block_bytes / 2**30), "--max-model-len", "64"])
+            if "engine: 6 KV blocks" not in open(small.err).read():
+                small.kill()
+                fail(f"{family}: expected a cache of 6 blocks", small.err)
+            got = small.complete_all()
+            c = http.client.HTTPConnection("127.0.0.1", small.port, timeout=30)
+            c.request("GET", "/metrics")
+            metrics = c.getresponse().read().decode()
+            small.proc.send_signal(signal.SIGTERM)
+            small.wait(60)
+            preempted = [l for l in metrics.splitlines() if l.startswith("distllm:num_preemptions_total")]
+            if got != want or not preempted or float(preempted[0].split()[-1]) < 1:
+                fail(f"{family}: under preemption got {got!r}, want {want!r}; {preempted}", small.err)
+            print(f"ok   {family}: equal again with 6 KV blocks ({preempted[0].split()[-1]} preemptions)")
             # 2. SIGTERM to rank 0 stops every rank.
             ranks = two.ranks()
             if sorted(ranks) != [0, 1]:
