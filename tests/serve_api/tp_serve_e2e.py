@@ -8,8 +8,8 @@
 2. SIGTERM to rank 0: it drains, tells the other rank to stop, and every process
    (mpirun included) exits 0.
 3. SIGTERM to mpirun: every rank exits.
-4. A worker killed with SIGKILL: rank 0 does not hang; the job ends (non-zero)
-   within the collective timeout.
+4. A worker killed (SIGKILL) or hung (SIGSTOP): rank 0 does not hang; the job
+   ends (non-zero) within the collective timeout.
 5. --tp without mpirun, and a process count other than --tp: clear errors.
 
     tp_serve_e2e.py DISTLLM MAKE_TINY_MODEL MPIEXEC
@@ -31,10 +31,15 @@ PROMPTS = ["The quick brown fox", "The quick brown dog jumps", "Hello", "0123456
 ENV = dict(os.environ, DISTLLM_COMM_TIMEOUT="15", OMP_NUM_THREADS="1")
 
 
+SERVERS = []  # every job started, so that a failure leaves none behind
+
+
 def fail(msg, *logs):
     print("FAIL", msg)
     for log in logs:
         print(open(log, errors="replace").read()[-4000:])
+    for server in SERVERS:
+        server.kill()
     sys.exit(1)
 
 
@@ -47,6 +52,7 @@ class Server:
             cmd = MPIRUN + ["-np", str(tp)] + cmd + ["--tp", str(tp)]
         self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"), stderr=open(self.err, "w"), env=ENV,
                                      start_new_session=True)
+        SERVERS.append(self)
         self.port = None
         for _ in range(600):
             text = open(self.out).read()
@@ -78,14 +84,18 @@ class Server:
                     out[int(kv.split(b"=")[1])] = int(pid)
         return out
 
-    def complete(self, prompt):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+    def request(self, prompt, timeout=60):
+        """(HTTP status, body) of a greedy completion."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         body = {"model": "m", "prompt": prompt, "max_tokens": 24, "temperature": 0}
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()
-        data = r.read()
-        if r.status != 200:
-            fail(f"HTTP {r.status}: {data!r}", self.err)
+        return r.status, r.read()
+
+    def complete(self, prompt):
+        status, data = self.request(prompt)
+        if status != 200:
+            fail(f"HTTP {status}: {data!r}", self.err)
         return json.loads(data)["choices"][0]["text"]
 
     def complete_all(self):
@@ -110,6 +120,7 @@ class Server:
             fail(f"still running {timeout} s later", self.err)
 
     def kill(self):
+        """Ends the whole job (mpirun and its ranks share its session)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -144,6 +155,20 @@ def main():
                 two.kill()
                 fail(f"{family}: tp=2 greedy outputs differ:\n  tp=1 {want!r}\n  tp=2 {got!r}", two.err)
             print(f"ok   {family}: tp=2 greedy completions equal tp=1's ({len(PROMPTS)} prompts, batched)")
+            # 2. SIGTERM to rank 0 stops every rank.
+            ranks = two.ranks()
+            if sorted(ranks) != [0, 1]:
+                two.kill()
+                fail(f"expected ranks 0 and 1, found {ranks}", two.err)
+            os.kill(ranks[0], signal.SIGTERM)
+            rc = two.wait(60)
+            if rc != 0 or not gone(ranks.values(), 10):
+                fail(f"{family}: after SIGTERM to rank 0 mpirun exited {rc}", two.err)
+            log = open(two.err).read()
+            if "tensor-parallel rank 1 stopped" not in log:
+                fail("rank 1 did not log its stop", two.err)
+            print(f"ok   {family}: SIGTERM to rank 0: every rank exited, status 0")
+
             # The same under preemption: 4 blocks of 16 tokens (one request of up to 49
             # tokens fits) for 4 requests at once. A block holds 2 layers x (K, V) x 16
             # tokens x this rank's K/V width (2 of gpt2's 4 heads of 16, 1 of llama's 2)
@@ -172,20 +197,6 @@ def main():
             if float(preempted) < 1:
                 fail(f"{family}: 5 batches on 4 KV blocks preempted nothing", small.err)
             print(f"ok   {family}: equal again with 4 KV blocks ({preempted} preemptions)")
-            # 2. SIGTERM to rank 0 stops every rank.
-            ranks = two.ranks()
-            if sorted(ranks) != [0, 1]:
-                two.kill()
-                fail(f"expected ranks 0 and 1, found {ranks}", two.err)
-            os.kill(ranks[0], signal.SIGTERM)
-            rc = two.wait(60)
-            if rc != 0 or not gone(ranks.values(), 10):
-                fail(f"{family}: after SIGTERM to rank 0 mpirun exited {rc}", two.err)
-            log = open(two.err).read()
-            if "tensor-parallel rank 1 stopped" not in log:
-                fail("rank 1 did not log its stop", two.err)
-            print(f"ok   {family}: SIGTERM to rank 0: every rank exited, status 0")
-
         model = os.path.join(tmp, "gpt2")
         # 3. SIGTERM to mpirun.
         s = Server(tmp, "mpirun-term", model, 2)
@@ -195,19 +206,25 @@ def main():
         if not gone(ranks.values(), 10):
             fail("ranks still running after mpirun was terminated", s.err)
         print("ok   SIGTERM to mpirun: every rank exited")
-        # 4. A lost worker: the job ends instead of hanging.
-        s = Server(tmp, "lost-rank", model, 2)
-        ranks = s.ranks()
-        os.kill(ranks[1], signal.SIGKILL)
-        t0 = time.time()
-        try:  # the request may fail or never be answered: only the exit matters
-            s.complete("after the worker died")
-        except (OSError, http.client.HTTPException, SystemExit):
-            pass
-        rc = s.wait(60)
-        if rc == 0 or not gone(ranks.values(), 10):
-            fail(f"lost worker: mpirun exited {rc}", s.err)
-        print(f"ok   a killed worker ends the job in {time.time() - t0:.1f} s (status {rc})")
+        # 4. A lost worker: the job ends instead of hanging. Killed, mpirun notices;
+        # stopped (hung), rank 0's next collective times out (DISTLLM_COMM_TIMEOUT=15)
+        # and it ends the job itself, naming the failure.
+        for how in (signal.SIGKILL, signal.SIGSTOP):
+            s = Server(tmp, f"lost-rank-{how.name}", model, 2)
+            ranks = s.ranks()
+            os.kill(ranks[1], how)
+            t0 = time.time()
+            try:  # the request fails or is never answered: only the exit matters
+                s.request("after the worker was lost", timeout=45)
+            except (OSError, http.client.HTTPException):
+                pass
+            rc = s.wait(60)
+            took = time.time() - t0
+            if rc == 0 or not gone(ranks.values(), 10):
+                fail(f"lost worker ({how.name}): mpirun exited {rc}", s.err)
+            if how == signal.SIGSTOP and "tensor-parallel serving lost a rank" not in open(s.err).read():
+                fail("a hung worker: rank 0 did not name the failure", s.err)
+            print(f"ok   a worker lost by {how.name} ends the job in {took:.1f} s (status {rc})")
         # 5. Bad launches.
         r = subprocess.run([DISTLLM, "serve", "--model", model, "--tp", "2"], capture_output=True, text=True,
                            timeout=60, env=ENV)
@@ -219,6 +236,9 @@ def main():
             fail(f"2 processes without --tp: status {r.returncode}, {r.stderr!r}")
         print("ok   --tp without mpirun and a process count other than --tp are refused")
     finally:
+        for server in SERVERS:
+            if server.proc.poll() is None:
+                server.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
