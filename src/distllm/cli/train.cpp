@@ -29,6 +29,7 @@
 #include "distllm/plan/plan.h"
 #include "distllm/tokenizer/tokenizer.h"
 #include "distllm/train/checkpointing.h"
+#include "distllm/train/model_parallel_groups.h"
 #include "distllm/train/rank_consistency.h"
 #include "distllm/train/trainer.h"
 
@@ -237,7 +238,14 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.checkpointing = ActivationCheckpointing::parse(args.get_string(
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
-  std::string strategy = args.get_string("strategy", world_size > 1 ? "ddp" : "none",
+  const std::string mesh_text = args.get_string(
+      "mesh", "", "dp=D,tp=T,cp=C (any order, the last varies fastest): tensor-parallel groups of T ranks, "
+                  "context-parallel rings of C ranks (ring attention; --seq a multiple of C), data parallel "
+                  "(--strategy) across D; dp may be left out (default: every rank data parallel)");
+  const bool sequence_parallel = args.get_flag(
+      "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
+                           "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
+  std::string strategy = args.get_string("strategy", gradient_reduction_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
@@ -325,7 +333,13 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else {
     pc.strategy = parse_strategy(strategy);
   }
-  if (world) check_same_on_all_ranks(*world, job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")));
+  if (world) {
+    // A rank with another mesh would wait in collectives its peers never issue.
+    ConfigFields fields = job_fields(cfg, o, pc, *train, val.get(), init_from.value_or(""));
+    fields.emplace_back("--mesh", mesh_text);
+    fields.emplace_back("--sequence-parallel", sequence_parallel ? "true" : "false");
+    check_same_on_all_ranks(*world, fields);
+  }
   if (out) {
     // Rank 0 writes the model: it checks the folder now, not after the whole run,
     // and every rank stops with its verdict.
@@ -341,7 +355,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     DL_CHECK(problem.empty(), "--out %s", problem.c_str());
   }
 
-  DataParallel dp(cfg, pc, o.adamw, world);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel());
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
     dp.load_full(loaded->params());
@@ -351,16 +366,19 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   dp.sync_parameters();
 
   const bool lead = rank == 0;
-  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * world_size;
+  // Tensor-parallel ranks share their batch: the data-parallel ranks count.
+  const int data_ranks = dp.data_ranks();
+  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * data_ranks;
   if (lead) {
     std::printf("model: %s\n", cfg.describe().c_str());
     std::printf("data: %s, %llu tokens%s\n", train->origin().c_str(), (unsigned long long)train->size(),
                 val ? strprintf("; validation %llu tokens", (unsigned long long)val->size()).c_str() : "");
     std::printf("parallel: %s; %lld thread%s per rank\n", dp.describe().c_str(), (long long)threads,
                 threads == 1 ? "" : "s");
-    std::printf("batch %d x %d tokens x %d rank%s, %d accumulation step(s) = %.0f tokens/step, %lld steps, "
-                "lr %g -> %g (%s, warmup %lld)%s\n",
-                o.batch, o.seq_len, world_size, world_size == 1 ? "" : "s", o.grad_accum, tokens_per_step,
+    if (groups.mesh) std::printf("mesh: %s\n", groups.describe().c_str());
+    std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d accumulation step(s) = %.0f tokens/step, "
+                "%lld steps, lr %g -> %g (%s, warmup %lld)%s\n",
+                o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", o.grad_accum, tokens_per_step,
                 (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr, o.schedule.kind.c_str(),
                 (long long)o.schedule.warmup_steps,
                 o.checkpointing.every ? (", activation checkpointing " + o.checkpointing.describe()).c_str() : "");
@@ -383,7 +401,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
     flags["tokenizer"] = std::filesystem::absolute(join_path(*data, "tokenizer.json")).string();
   }
-  TrainCheckpointer checkpoints(dp, ck, flags);
+  TrainCheckpointer checkpoints(dp, ck, flags, world);
   const int64_t resumed = checkpoints.resume(trainer);
   if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
   Heartbeat heartbeat(rank);

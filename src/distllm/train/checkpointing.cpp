@@ -8,16 +8,18 @@ namespace distllm {
 
 using nlohmann::json;
 
-TrainCheckpointer::TrainCheckpointer(DataParallel& dp, CheckpointOptions options, json training_flags)
+TrainCheckpointer::TrainCheckpointer(DataParallel& dp, CheckpointOptions options, json training_flags,
+                                     comm::ProcessGroupPtr world)
     : dp_(dp), options_(std::move(options)), training_(std::move(training_flags)) {
   DL_CHECK(options_.every >= 0, "--checkpoint-every must be >= 0");
   DL_CHECK(options_.resume != "auto" || !options_.dir.empty(), "--resume auto needs --checkpoint-dir");
+  if (!world) world = dp_.world();
   // Saves may run on a background thread: their collectives get a communicator of
   // their own so they never interleave with training's.
-  if (dp_.world() && dp_.world()->size() > 1) {
-    comm::GroupOptions o = dp_.world()->options();
+  if (world && world->size() > 1) {
+    comm::GroupOptions o = world->options();
     o.name = "checkpoint";
-    group_ = dp_.world()->split(0, dp_.world()->rank(), o);
+    group_ = world->split(0, world->rank(), o);
   }
   const std::string dir = options_.dir.empty() ? std::string(".") : options_.dir;
   store_ = std::make_unique<checkpoint::CheckpointStore>(dir, group_, options_.retention);
@@ -41,7 +43,7 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
                {"optimizer_steps", dp_.optimizer().steps_taken()},
                {"sampler_position", const_cast<Trainer&>(trainer).sampler().position()},
                {"seed", o.seed},
-               {"global_batch", o.batch * dp_.world_size()},
+               {"global_batch", o.batch * dp_.data_ranks()},
                {"seq", o.seq_len},
                {"grad_accum", o.grad_accum},
                {"lr_schedule",
@@ -53,7 +55,7 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
                  {"next_lr", o.schedule.at(trainer.steps_done())}}}};
   m.states = {"param", "exp_avg", "exp_avg_sq"};
   // Randomness is counter-based: a rank's generator state is (seed, stream, position).
-  r.rank_state = {{"rank", dp_.rank()},
+  r.rank_state = {{"rank", group_ ? group_->rank() : 0},
                   {"sampler", {{"seed", o.seed}, {"position", const_cast<Trainer&>(trainer).sampler().position()}}}};
   return r;
 }
@@ -82,7 +84,7 @@ int64_t TrainCheckpointer::resume(Trainer& trainer) {
   const int64_t step = t["step"].get<int64_t>();
   // The sampler's position counts this rank's batches; the data is the same global
   // batch sequence for any world size whose global batch matches.
-  const int64_t global_batch = trainer.options().batch * dp_.world_size();
+  const int64_t global_batch = trainer.options().batch * dp_.data_ranks();
   if (t.contains("global_batch") && t["global_batch"].get<int64_t>() != global_batch && dp_.rank() == 0)
     std::fprintf(stderr,
                  "warning: %s was written with a global batch of %lld sequences, this run uses %lld: the data "

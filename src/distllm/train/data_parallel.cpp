@@ -11,6 +11,7 @@
 #include "distllm/train/model_conversion.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/kernels/embedding.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/train/bf16_buffer.h"
 
 namespace distllm {
@@ -45,11 +46,28 @@ uint64_t hash_floats(const float* p, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
+  config.validate();
+  if (tp.plan == nullptr) return ParamLayout(config);
+  DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
+  DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
+           "tensor parallelism needs its group's collectives");
+  return tp.plan->local_layout();
+}
+
+}  // namespace
+
 DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-                           comm::ProcessGroupPtr world)
-    : config_(config), layout_(config), pc_(parallel), world_(std::move(world)) {
-  config_.validate();
+                           comm::ProcessGroupPtr world, TensorParallel tp, ContextParallel cp)
+    : config_(config), layout_(shard_layout(config, tp)), tp_(tp), cp_(cp), pc_(parallel), world_(std::move(world)) {
   pc_.validate();
+  DL_CHECK(world_size() % cp_.size() == 0, "the data-parallel group (%d ranks) does not hold whole cp rings of %d",
+           world_size(), cp_.size());
+  if (tp_.active())
+    for (size_t k = 0; k < layout_.tensors().size(); ++k)
+      tp_norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
   const int n = world_ ? world_->size() : 1;
   DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
            "%d ranks were started but --strategy is none: pick ddp, zero1, zero2, zero3 or hsdp", n);
@@ -195,6 +213,9 @@ void DataParallel::build_hooks() {
 
 std::string DataParallel::describe() const {
   std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
+  if (tp_.active())
+    s += strprintf(" per tensor-parallel shard, tp %d%s", tp_.plan->size(),
+                   tp_.sequence_parallel ? " with sequence parallelism" : "");
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
@@ -210,6 +231,15 @@ std::string DataParallel::describe() const {
 // Parameters
 
 void DataParallel::init_weights(uint64_t seed) {
+  if (tp_.plan) {
+    // The shard of the whole model's initial weights, so any tp size trains the
+    // same model (held whole for a moment).
+    const ParamLayout& whole = tp_.plan->full_layout();
+    AlignedBuffer<float> full(static_cast<size_t>(whole.total_size()));
+    init_weights_range(whole, seed, 0, whole.total_size(), full.data());
+    load_full(full.data());
+    return;
+  }
   if (full_params_) {
     // Every rank draws the same values (a pure function of the seed).
     init_weights_range(layout_, seed, 0, layout_.total_size(), full_params_);
@@ -221,6 +251,16 @@ void DataParallel::init_weights(uint64_t seed) {
 }
 
 void DataParallel::load_full(const float* full) {
+  if (!tp_.plan) {
+    load_shard(full);
+    return;
+  }
+  AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+  tp_.plan->full_to_local(full, shard.data());
+  load_shard(shard.data());
+}
+
+void DataParallel::load_shard(const float* full) {
   if (full_params_) copy_floats(full_params_, full, layout_.total_size());
   if (!full_params_ || master_ != full_params_ + owned_.begin)
     copy_floats(master_, full + owned_.begin, owned_.size());
@@ -275,17 +315,33 @@ void DataParallel::gather_params_after_step() {
   }
 }
 
-void DataParallel::gather_full(float* out) {
+void DataParallel::gather_full(float* out) { gather_whole(master_, out); }
+
+void DataParallel::gather_whole(const float* owned_state, float* out) {
+  if (!tp_.plan) {
+    gather_shard(owned_state, out);
+    return;
+  }
+  AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+  gather_shard(owned_state, shard.data());
+  if (tp_.active()) {
+    gather_tensor_parallel(*tp_.comm, *tp_.plan, shard.data(), out);
+  } else {
+    tp_.plan->local_to_full(shard.data(), out);
+  }
+}
+
+void DataParallel::gather_shard(const float* owned_state, float* out) {
   const int64_t total = layout_.total_size();
   if (plan_.ranks() == 1) {
-    copy_floats(out, master_, total);
+    copy_floats(out, owned_state, total);
     return;
   }
   for (const Bucket& b : buckets_) {
     const FlatRange part = owned_.intersect(b.range);
     float* dst = out + b.range.begin;
     float* mine = dst + plan_.offset_in(shard_rank_, b.range);
-    if (!part.empty()) copy_floats(mine, master_ + (part.begin - owned_.begin), part.size());
+    if (!part.empty()) copy_floats(mine, owned_state + (part.begin - owned_.begin), part.size());
     tracker_.blocking(b.range.size() * 4, [&] {
       shard_group_->allgatherv(mine, dst, plan_.counts(b.range), comm::DType::kF32);
     });
@@ -321,11 +377,23 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
-std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const { return checkpoint_spans(layout_); }
+// Under tensor parallelism checkpoints hold the whole model's tensors, as one
+// process would write them, so they load at any tp size (and without tp): each rank
+// gathers the whole state (its dp shards, then its tp shards) and writes a
+// 1 / (dp x tp) range of it. That costs the whole state's memory on every rank for
+// the save's duration; resharding by tensor slices would avoid it.
+std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
+  return checkpoint_spans(tp_.plan ? tp_.plan->full_layout() : layout_);
+}
 
-nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
+nlohmann::json DataParallel::mesh_json() const {
+  nlohmann::json j = {{"shard", shard_size()}, {"replicate", replicas()}};
+  if (tp_.plan) j["tp"] = tp_.plan->size();
+  return j;
+}
 
 checkpoint::ShardData DataParallel::checkpoint_shard() {
+  if (tp_.plan) return whole_checkpoint_shard();
   // Replicas hold the same shard: replica k writes the k-th part of it.
   const int reps = replicas();
   const int rep = replicate_group_ ? replicate_group_->rank() : 0;
@@ -340,9 +408,41 @@ checkpoint::ShardData DataParallel::checkpoint_shard() {
   return d;
 }
 
+checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
+  const ParamLayout& whole = tp_.plan->full_layout();
+  const int64_t total = whole.total_size();
+  const float* states[3] = {master_, optimizer_->m(), optimizer_->v()};
+  for (int k = 0; k < 3; ++k) {
+    whole_state_[k].resize(static_cast<size_t>(total));
+    gather_whole(states[k], whole_state_[k].data());
+  }
+  const int writers = world_size() * tp_.plan->size();
+  const int writer = rank() * tp_.plan->size() + tp_.plan->rank();
+  const FlatRange part = ShardPlan(total, writers).owned(writer);
+  checkpoint::ShardData d;
+  d.begin = part.begin;
+  d.end = part.end;
+  d.states = {{"param", whole_state_[0].data() + part.begin},
+              {"exp_avg", whole_state_[1].data() + part.begin},
+              {"exp_avg_sq", whole_state_[2].data() + part.begin}};
+  return d;
+}
+
 void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
   const std::vector<checkpoint::ParamSpan> spans = param_spans();
-  if (owned_.size() > 0) {
+  if (tp_.plan) {
+    // Every rank reads the whole state and keeps its tp shard's owned range.
+    const ParamLayout& whole_layout = tp_.plan->full_layout();
+    AlignedBuffer<float> whole(static_cast<size_t>(whole_layout.total_size()));
+    AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+    float* targets[3] = {master_, optimizer_->m(), optimizer_->v()};
+    const char* names[3] = {"param", "exp_avg", "exp_avg_sq"};
+    for (int k = 0; k < 3; ++k) {
+      reader.read(names[k], spans, 0, whole_layout.total_size(), whole.data());
+      tp_.plan->full_to_local(whole.data(), shard.data());
+      if (owned_.size() > 0) copy_floats(targets[k], shard.data() + owned_.begin, owned_.size());
+    }
+  } else if (owned_.size() > 0) {
     reader.read("param", spans, owned_.begin, owned_.end, master_);
     reader.read("exp_avg", spans, owned_.begin, owned_.end, optimizer_->m());
     reader.read("exp_avg_sq", spans, owned_.begin, owned_.end, optimizer_->v());
@@ -434,14 +534,20 @@ void DataParallel::on_embedding_backward(const float* d_out, const int32_t* toke
   });
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
+  // Under tensor parallelism -1 marks tokens whose rows another tp rank holds.
+  all.erase(all.begin(), std::lower_bound(all.begin(), all.end(), 0));
   const int64_t token_rows = static_cast<int64_t>(all.size());
   int64_t position_rows = 0;
   if (config_.is_gpt2())
     for (int64_t i = 0; i < rows; ++i) position_rows = std::max<int64_t>(position_rows, positions[i] + 1);
+  if (config_.is_gpt2() && cp_.active()) {
+    // The ranks of a cp ring hold different positions: agree on the rows reduced.
+    tracker_.blocking(8, [&] { world_->allreduce(&position_rows, 1, comm::DType::kI64, comm::ReduceOp::kMax); });
+  }
   std::vector<int32_t> index(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i)
     index[static_cast<size_t>(i)] =
-        static_cast<int32_t>(std::lower_bound(all.begin(), all.end(), tokens[i]) - all.begin());
+        tokens[i] < 0 ? -1 : static_cast<int32_t>(std::lower_bound(all.begin(), all.end(), tokens[i]) - all.begin());
   // This rank's contribution to those rows, in the order the dense scatter adds them.
   sparse_grads_.resize(static_cast<size_t>((token_rows + position_rows) * C));
   sparse_peak_ = std::max(sparse_peak_, static_cast<int64_t>(sparse_grads_.size() * sizeof(float)));
@@ -490,9 +596,15 @@ void DataParallel::end_forward_only() {
 }
 
 OptimizerResult DataParallel::optimizer_step(double lr) {
-  double ss = optimizer_->grad_sum_of_squares(shard_grads_);
+  double ss = optimizer_->grad_sum_of_squares(shard_grads_, tp_.active() ? &tp_norm_weights_ : nullptr);
   if (plan_.ranks() > 1) {
     tracker_.blocking(8, [&] { shard_group_->allreduce(&ss, 1, comm::DType::kF64, comm::ReduceOp::kSum); });
+  }
+  if (tp_.active()) {
+    // Every tp shard's part (f32 is enough for a norm that only scales the step).
+    float part = static_cast<float>(ss);
+    tp_.comm->allreduce_sum(&part, 1);
+    ss = part;
   }
   OptimizerResult r;
   r.grad_norm = std::sqrt(ss);
@@ -501,6 +613,17 @@ OptimizerResult DataParallel::optimizer_step(double lr) {
   gather_params_after_step();
   if (pc_.check_replicas) check_replicas();
   return r;
+}
+
+CommTime DataParallel::take_comm_time() {
+  CommTime t = tracker_.take();
+  if (tp_.active()) {
+    const TensorParallelComm::Totals tp = tp_.comm->take_totals();
+    t.busy_s += tp.seconds;
+    t.exposed_s += tp.seconds;
+    t.bytes += tp.bytes;
+  }
+  return t;
 }
 
 void DataParallel::allreduce_sum(double* values, int n) {

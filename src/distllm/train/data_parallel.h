@@ -59,20 +59,34 @@ struct OptimizerResult {
   double grad_norm = 0;  // before clipping; the same on every rank
 };
 
+// Under tensor parallelism (a mesh with tp > 1) each tp rank runs one of these
+// over the shard of the model its plan gives it (layout() is the shard's layout),
+// with `world` its data-parallel group: the strategy shards and reduces the tp
+// shard's flat buffers among the ranks holding the same shard. The gradient norm
+// adds the tp ranks' parts (replicated tensors once). init_weights, load_full and
+// gather_full deal in the whole model and split or gather over the tp group.
 class DataParallel : public ParamSource {
  public:
-  // A model of `config` trained by `world` (null: one process, strategy none).
+  // A model of `config` trained by `world` (null: one process, strategy none), and
+  // with `tp` active, one tensor-parallel shard of it (plan and comm outlive this).
   // Parameters start at zero: call init_weights or load_full next.
+  // With `cp` active, `world` is the dp x cp group (flattened with cp fastest): its
+  // ranks reduce gradients together, and each cp ring shares its batches.
   DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-               comm::ProcessGroupPtr world);
+               comm::ProcessGroupPtr world, TensorParallel tp = {}, ContextParallel cp = {});
   // One process training an existing model in place (its buffers are used).
   DataParallel(Transformer& model, const AdamWConfig& adamw);
   ~DataParallel() override;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  const ModelConfig& config() const { return config_; }
-  const ParamLayout& layout() const { return layout_; }
+  const ModelConfig& config() const { return config_; }  // the whole model
+  const ParamLayout& layout() const { return layout_; }   // of the flat buffers (a tp shard's)
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
+  // The ranks drawing different batches: world ranks / cp.
+  int data_rank() const { return rank() / cp_.size(); }
+  int data_ranks() const { return world_size() / cp_.size(); }
   const ParallelConfig& parallel() const { return pc_; }
   int rank() const;        // in the world (0 for one process)
   int world_size() const;  // 1 for one process
@@ -83,13 +97,14 @@ class DataParallel : public ParamSource {
   bool sync_every_micro_step() const { return !full_grads_; }
 
   // Initial weights as Transformer::init_weights(seed) makes them (each rank fills
-  // only what it holds), or every rank's copy of the full parameters (e.g. loaded
-  // from a Hugging Face directory).
+  // only what it holds), or every rank's copy of the whole model's parameters (e.g.
+  // loaded from a Hugging Face directory; the full layout of config()).
   void init_weights(uint64_t seed);
   void load_full(const float* full_params);
   // Makes every replica of every parameter equal to its owner's (DDP: rank 0's).
   void sync_parameters();
-  // The full f32 (master) parameters, on every rank.
+  // The whole model's f32 (master) parameters (the full layout of config()), on
+  // every rank.
   void gather_full(float* out);
   // Debug: throws naming the first rank whose replicated parameters differ.
   void check_replicas();
@@ -127,7 +142,8 @@ class DataParallel : public ParamSource {
   float* group_grads(int group) override;
 
   // ---- statistics ----
-  CommTime take_comm_time() { return tracker_.take(); }
+  // Includes the tensor-parallel collectives (blocking: all exposed).
+  CommTime take_comm_time();
   MemoryBreakdown memory() const;
   const AdamW& optimizer() const { return *optimizer_; }
   AdamW& optimizer() { return *optimizer_; }
@@ -143,6 +159,9 @@ class DataParallel : public ParamSource {
  private:
   ModelConfig config_;
   ParamLayout layout_;
+  TensorParallel tp_;
+  ContextParallel cp_;
+  std::vector<float> tp_norm_weights_;  // per layout tensor (see TensorParallelPlan::norm_weight)
   ParallelConfig pc_;
   comm::ProcessGroupPtr world_, shard_group_, reduce_group_, replicate_group_;
   ShardPlan plan_;
@@ -176,6 +195,14 @@ class DataParallel : public ParamSource {
   bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
   bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }
   void build_groups();
+  void load_shard(const float* params);   // the flat buffer of layout()
+  // A state of the owned range (master_, the moments) gathered over the shard
+  // group into layout()'s flat buffer; gather_whole also over tp, into the whole
+  // model's layout.
+  void gather_shard(const float* owned_state, float* out);
+  void gather_whole(const float* owned_state, float* out);
+  checkpoint::ShardData whole_checkpoint_shard();
+  AlignedBuffer<float> whole_state_[3];  // tp checkpoints: the whole param, exp_avg, exp_avg_sq
   void allocate();
   void build_hooks();
   void gather_params_after_step();

@@ -24,15 +24,24 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, int64_t begin
   DL_CHECK(begin_ >= 0 && begin_ <= end_ && end_ <= layout.total_size(),
            "optimizer range [%lld, %lld) is outside the %lld parameters", (long long)begin_, (long long)end_,
            (long long)layout.total_size());
-  for (const auto& t : layout.tensors()) {
+  for (size_t k = 0; k < layout.tensors().size(); ++k) {
+    const ParamTensor& t = layout.tensors()[k];
     int64_t lo = std::max(begin_, t.offset), hi = std::min(end_, t.offset + t.numel);
-    if (lo < hi) segments_.push_back({lo - begin_, hi - lo, t.weight_decay});
+    if (lo < hi) segments_.push_back({lo - begin_, hi - lo, t.weight_decay, static_cast<int>(k)});
   }
   m_.resize(static_cast<size_t>(end_ - begin_));
   v_.resize(static_cast<size_t>(end_ - begin_));
 }
 
-double AdamW::grad_sum_of_squares(const float* grads) const {
+double AdamW::grad_sum_of_squares(const float* grads, const std::vector<float>* tensor_weights) const {
+  if (tensor_weights) {
+    double total = 0;
+    for (const auto& s : segments_) {
+      const float* buf = grads + s.offset;
+      total += (*tensor_weights)[static_cast<size_t>(s.tensor)] * kernels::sum_of_squares(&buf, &s.size, 1);
+    }
+    return total;
+  }
   std::vector<const float*> bufs;
   std::vector<int64_t> sizes;
   for (const auto& s : segments_) {

@@ -33,7 +33,9 @@ class AdamW {
   // Sharded use: each rank sums the squares of its gradient shard, the sums are
   // added over ranks, and every rank calls update() with the same global norm
   // (clipping scales its shard of the gradients in place).
-  double grad_sum_of_squares(const float* grads) const;
+  // `tensor_weights` (one per layout tensor, optional) scales each tensor's sum:
+  // tensor parallelism counts a tensor every tp rank holds a copy of only once.
+  double grad_sum_of_squares(const float* grads, const std::vector<float>* tensor_weights = nullptr) const;
   void update(float* params, float* grads, double lr, double global_norm);
 
   int64_t begin() const { return begin_; }
@@ -50,6 +52,7 @@ class AdamW {
   struct Segment {
     int64_t offset, size;
     bool decay;
+    int tensor;  // index in the layout
   };
   AdamWConfig config_;
   int64_t begin_, end_;

@@ -1,0 +1,73 @@
+#include "distllm/train/model_parallel_groups.h"
+
+#include <algorithm>
+
+#include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+
+namespace distllm {
+
+std::string ModelParallelGroups::describe() const {
+  if (!mesh) return "";
+  std::string shape;
+  for (const auto& [name, n] : mesh->dims()) {
+    shape += strprintf("%s%s=%d", shape.empty() ? "" : " x ", name.c_str(), n);
+  }
+  return shape;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, int>> parse(const std::string& mesh_text, int world_size) {
+  return comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+}
+
+}  // namespace
+
+int data_parallel_size(const std::string& mesh_text, int world_size) {
+  if (mesh_text.empty()) return world_size;
+  for (const auto& [name, n] : parse(mesh_text, world_size))
+    if (name == "dp") return n;
+  return 1;
+}
+
+int gradient_reduction_size(const std::string& mesh_text, int world_size) {
+  if (mesh_text.empty()) return world_size;
+  int n = 1;
+  for (const auto& [name, size] : parse(mesh_text, world_size))
+    if (name == "dp" || name == "cp") n *= size;
+  return n;
+}
+
+ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
+                                               const ModelConfig& config, bool sequence_parallel) {
+  ModelParallelGroups g;
+  g.data_parallel = world;
+  g.sequence_parallel = sequence_parallel;
+  DL_CHECK(!sequence_parallel || !mesh_text.empty(), "--sequence-parallel needs a --mesh with tp > 1");
+  if (mesh_text.empty()) return g;
+  const int world_size = world ? world->size() : 1;
+  auto dims = parse(mesh_text, world_size);
+  int tp = 1, cp = 1;
+  for (const auto& [name, n] : dims) {
+    DL_CHECK(name != "pp" || n == 1, "--mesh %s: pp parallelism is not supported yet (dp, tp and cp are)",
+             mesh_text.c_str());
+    if (name == "tp") tp = n;
+    if (name == "cp") cp = n;
+  }
+  DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
+  // Refuse a model the tp size cannot split before any group is made.
+  TensorParallelPlan check(config, tp, 0);
+  if (!world) return g;  // one process: a mesh of ones
+  g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
+  const bool has_cp = std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.first == "cp"; });
+  g.data_parallel = has_cp ? g.mesh->flatten({"dp", "cp"}) : g.mesh->group("dp");
+  if (cp > 1) g.cp_comm = std::make_unique<comm::GroupContextParallelComm>(g.mesh->group("cp"));
+  if (tp > 1) {
+    g.plan.emplace(config, tp, g.mesh->coord("tp"));
+    g.tp_comm = std::make_unique<comm::GroupTensorParallelComm>(g.mesh->group("tp"));
+  }
+  return g;
+}
+
+}  // namespace distllm
