@@ -6,9 +6,12 @@ SERVE_PORT=${SERVE_PORT:-8123}
 SERVE_PID=
 
 # start_server MODEL_DIR [serve flags...]: starts `distllm serve` and waits for /health.
+# $SERVE_LAUNCH, when set, goes before it (e.g. "mpirun -np 2 --bind-to none").
 start_server() {
   local model=$1; shift
-  "$DISTLLM" serve --model "$model" --port "$SERVE_PORT" --threads "$THREADS" "$@" > /tmp/distllm_bench_serve.log 2>&1 &
+  # shellcheck disable=SC2086  # SERVE_LAUNCH is a command line, split on purpose
+  ${SERVE_LAUNCH:-} "$DISTLLM" serve --model "$model" --port "$SERVE_PORT" --threads "$THREADS" "$@" \
+    > /tmp/distllm_bench_serve.log 2>&1 &
   SERVE_PID=$!
   for _ in $(seq 600); do
     if curl -sf "http://127.0.0.1:$SERVE_PORT/health" > /dev/null; then return 0; fi
@@ -18,8 +21,9 @@ start_server() {
   echo "server did not become healthy"; cat /tmp/distllm_bench_serve.log; return 1
 }
 
+# (mpirun, under SERVE_LAUNCH, exits non-zero when signalled: not a failure here.)
 stop_server() {
-  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=; fi
+  if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=; fi
 }
 
 # Benchmarks with several processes (replicas, a router) add their pids to `pids`;

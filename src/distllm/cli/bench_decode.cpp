@@ -14,18 +14,16 @@
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/cli/bench_decode_tp.h"
+#include "distllm/cli/bench_stats.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/cli/world_command.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/model/inference.h"
 
 namespace distllm {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Bytes of weights one decode step reads: every block matrix and bias, norms, the
 // output head; the embedding contributes one row per token.
@@ -47,7 +45,7 @@ double linear_weights(const ModelConfig& cfg) {
   return per_layer * cfg.n_layer + static_cast<double>(cfg.vocab_size) * C;
 }
 
-int run_bench_decode(Args& args) {
+int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
   apply_thread_flag(args);
   auto model_dir = args.get_optional("model", "Hugging Face model directory (default: random weights of --preset)");
   std::string batches = args.get_string("batch", "1,4,16", "comma-separated batch sizes");
@@ -59,7 +57,10 @@ int run_bench_decode(Args& args) {
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   const DType dtype = inference_dtype_flag(args);
   const DType kv_dtype = kv_cache_dtype_flag(args);
+  const int tp = static_cast<int>(args.get_int(
+      "tp", 1, "tensor-parallel size: under `mpirun -np N`, N = --tp; compares the split model with rank 0 alone"));
   if (args.help_or_finish()) return 0;
+  check_tp_world(tp, world, "bench decode");
 
   std::shared_ptr<Transformer> model;
   if (model_dir) {
@@ -70,6 +71,11 @@ int run_bench_decode(Args& args) {
   }
   cfg = model->config();
   DL_CHECK(steps > 0 && rounds > 0, "--steps and --rounds must be positive");
+  if (tp > 1) {
+    DecodeBenchOptions o{{}, context, steps, rounds, block_size, dtype, kv_dtype};
+    for (const std::string& b : split(batches, ',')) o.batches.push_back(static_cast<int>(parse_size(b, "--batch")));
+    return bench_decode_tp(std::move(model), o, world);
+  }
   InferenceModel engine(model, dtype);
   // The packed linears and head in their dtype, plus the f32 norms and biases.
   double wbytes = weight_bytes_per_step(cfg) - 4.0 * linear_weights(cfg) + static_cast<double>(engine.packed_weight_bytes());
@@ -148,6 +154,8 @@ int run_bench_decode(Args& args) {
   }
   return 0;
 }
+
+int run_bench_decode(Args& args) { return run_on_world(args, run_bench_decode_impl); }
 
 DISTLLM_REGISTER_COMMAND("bench decode", "decode speed of the inference engine vs the memory-bandwidth roofline",
                          run_bench_decode);

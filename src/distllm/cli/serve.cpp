@@ -16,6 +16,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/cli/world_command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/serve/api/http_server.h"
 #include "distllm/serve/api/kv_transfer_http.h"
@@ -28,6 +29,7 @@
 #include "distllm/serve/model_watch.h"
 #include "distllm/serve/reloadable_engine.h"
 #include "distllm/serve/tokenizer_codec.h"
+#include "distllm/serve/tp_runner.h"
 #include "distllm/train/model_conversion.h"
 
 namespace distllm {
@@ -57,7 +59,7 @@ double unix_time_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-int run_serve(Args& args) {
+int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   apply_thread_flag(args);
   std::string model_dir = args.get_required("model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
   std::string tokenizer_path = args.get_string("tokenizer", "", "tokenizer (file or directory; default: the model directory)");
@@ -114,7 +116,16 @@ int run_serve(Args& args) {
                                  "prompt is computed here instead; prefill role: seconds a prefill may take");
   const int kv_transfer_min_tokens = static_cast<int>(args.get_int(
       "kv-transfer-min-tokens", 0, "decode role: prompts shorter than this are computed here, without a KV pull"));
+  const int tp = static_cast<int>(args.get_int(
+      "tp", 1, "tensor-parallel size: under `mpirun -np N`, N = --tp; rank 0 serves HTTP and schedules, every rank "
+               "runs its shard of each step (docs/serving.md, Tensor-parallel serving)"));
   if (args.help_or_finish()) return 0;
+  check_tp_world(tp, world, "serve");
+  if (tp > 1) {
+    DL_CHECK(!watch && watch_checkpoints.empty(), "--watch and --watch-checkpoints are not supported with --tp");
+    DL_CHECK(role_name == "both", "--role %s is not supported with --tp (KV blocks are split over the ranks)",
+             role_name.c_str());
+  }
   const serve::api::ServeRole role = serve::api::serve_role_from_name(role_name);
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
 
@@ -157,6 +168,23 @@ int run_serve(Args& args) {
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   const double t_load = startup.seconds();
   std::shared_ptr<Transformer> model = bundle.model;
+  // Under --tp this rank's shard; it outlives every runner that points to it.
+  std::unique_ptr<serve::TpShard> shard;
+  InferenceTensorParallel tp_shard;
+  if (tp > 1) {
+    shard = std::make_unique<serve::TpShard>(world, model->config());
+    tp_shard = shard->inference();
+  }
+  if (tp > 1 && world->rank() != 0) {
+    auto local = run_on_transient_thread(
+        [&] { return std::make_unique<serve::InferenceRunner>(model, weight_dtype, kv_dtype, tp_shard); });
+    bundle.model.reset();
+    model.reset();  // the runner keeps only its shard
+    LOG_INFO("serve: tensor-parallel rank %d of %d ready", world->rank(), tp);
+    serve::run_tp_worker(*local, *world);
+    LOG_INFO("serve: tensor-parallel rank %d stopped", world->rank());
+    return 0;
+  }
   scfg.default_stop_token_ids = bundle.eos_ids;
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
   serve::ChatFormatter chat =
@@ -166,8 +194,10 @@ int run_serve(Args& args) {
                                                 serve::special_token_text(model_dir, "bos_token"),
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
-  std::shared_ptr<serve::ModelRunner> runner =
-      run_on_transient_thread([&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype, kv_dtype); });
+  std::shared_ptr<serve::ModelRunner> runner = run_on_transient_thread(
+      [&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype, kv_dtype, tp_shard); });
+  std::shared_ptr<serve::TpLeaderRunner> tp_leader;
+  if (tp > 1) runner = tp_leader = std::make_shared<serve::TpLeaderRunner>(runner, world);
   std::shared_ptr<const Transformer> draft_model;
   std::shared_ptr<serve::ModelRunner> draft_runner;
   if (!draft_dir.empty()) {
@@ -193,6 +223,11 @@ int run_serve(Args& args) {
   // The engine behind the API can swap models (hot reload): POST /admin/reload, and
   // --watch.
   serve::ReloadableEngine engine(codec, ecfg, metrics);
+  const ModelConfig model_config = model->config();
+  if (tp > 1) {
+    bundle.model.reset();
+    model.reset();  // a shard keeps only its slices: the whole model's weights can go
+  }
   run_on_transient_thread([&] { engine.install(runner, model, draft_runner); });
   runner.reset();
   draft_runner.reset();
@@ -209,7 +244,8 @@ int run_serve(Args& args) {
     };
   }
   serve::ModelReloader reloader(engine, codec.tokenizer(), bundle.eos_ids, metrics, rcfg, loaded_signature);
-  scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
+  // A reload would replace rank 0's shard only: --tp serves the model it started with.
+  if (tp == 1) scfg.reload = [&reloader] { return reloader.reload("POST /admin/reload"); };
   std::unique_ptr<serve::api::KvTransfer> kv_transfer;
   if (role != serve::api::ServeRole::kBoth) {
     // Exports and imports go to the engine serving now (a reload swaps it).
@@ -225,10 +261,10 @@ int run_serve(Args& args) {
   if (watch) reloader.start_watching(watch_interval);
   serve::api::ShutdownOnSignals signals(server, drain_timeout);
   std::signal(SIGPIPE, SIG_IGN);
-  LOG_INFO("serve: %s (%s), weights %s, KV cache %s (%d tokens), %d threads, chat template: %s",
-           scfg.model_name.c_str(), model->config().describe().c_str(),
-           inference_dtype_name(weight_dtype), inference_dtype_name(kv_dtype),
-           engine.current()->num_blocks() * ecfg.block_size, num_threads(), chat.origin().c_str());
+  LOG_INFO("serve: %s (%s), weights %s, KV cache %s (%d tokens), %d threads%s, chat template: %s",
+           scfg.model_name.c_str(), model_config.describe().c_str(), inference_dtype_name(weight_dtype),
+           inference_dtype_name(kv_dtype), engine.current()->num_blocks() * ecfg.block_size, num_threads(),
+           tp > 1 ? strprintf(" per rank, tensor-parallel over %d ranks", tp).c_str() : "", chat.origin().c_str());
   LOG_INFO("serve: ready in %.2f s (weights + tokenizer %.2f, chat template %.2f, inference runner %.2f, KV cache "
            "and engine %.2f, HTTP %.2f)",
            startup.seconds(), t_load, t_chat - t_load, t_runner - t_chat, t_engine - t_runner,
@@ -238,9 +274,12 @@ int run_serve(Args& args) {
   server.serve();
   reloader.stop_watching();
   engine.stop();
+  if (tp_leader) tp_leader->shutdown_workers();
   LOG_INFO("serve: stopped");
   return 0;
 }
+
+int run_serve(Args& args) { return run_on_world(args, run_serve_impl); }
 
 DISTLLM_REGISTER_COMMAND("serve", "OpenAI-compatible server with paged KV cache and continuous batching", run_serve);
 

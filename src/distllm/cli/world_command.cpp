@@ -21,4 +21,14 @@ int run_on_world(Args& args, const std::function<int(Args&, const comm::ProcessG
   return code;
 }
 
+void check_tp_world(int tp, const comm::ProcessGroupPtr& world, const char* command) {
+  DL_CHECK(tp >= 1, "--tp must be at least 1, got %d", tp);
+  const int ranks = world ? world->size() : 1;
+  DL_CHECK(tp == 1 || world != nullptr,
+           "--tp %d runs one process per shard: start it as `mpirun -np %d distllm %s --tp %d ...`", tp, tp, command,
+           tp);
+  DL_CHECK(ranks == tp, "--tp %d but the launcher started %d processes; pass -np %d to mpirun (or --tp %d)", tp, ranks,
+           tp, ranks);
+}
+
 }  // namespace distllm

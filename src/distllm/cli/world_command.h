@@ -14,4 +14,9 @@ namespace distllm {
 // in a collective until the timeout; on a one-rank world it is thrown as usual.
 int run_on_world(Args& args, const std::function<int(Args&, const comm::ProcessGroupPtr&)>& body);
 
+// `--tp N` of a command that runs one process per tensor-parallel shard: throws
+// distllm::Error (naming the mpirun command line to use) unless `world` has exactly
+// N ranks; N = 1 needs no launcher.
+void check_tp_world(int tp, const comm::ProcessGroupPtr& world, const char* command);
+
 }  // namespace distllm

@@ -17,16 +17,30 @@ namespace distllm {
 
 using namespace kernels;
 
-namespace {
-
-}  // namespace
-
-InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype)
-    : model_(std::move(model)), cfg_(model_->config()), weight_dtype_(weight_dtype) {
+InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype, InferenceTensorParallel tp)
+    : model_(std::move(model)), cfg_(model_->config()), shard_(cfg_), tp_(tp), weight_dtype_(weight_dtype) {
   DL_CHECK(PackedLinear::supports(weight_dtype), "--dtype must be f32, bf16 or int8, not %s",
            dtype_short_name(weight_dtype));
-  const ParamLayout& layout = model_->layout();
+  const ParamLayout* layout = &model_->layout();
   float* base = const_cast<float*>(model_->params());  // views only; never written
+  if (tp_.active()) {
+    const TensorParallelPlan& plan = *tp_.plan;
+    DL_CHECK(tp_.comm != nullptr && tp_.comm->size() == plan.size() && tp_.comm->rank() == plan.rank(),
+             "the tp group does not match the tensor-parallel plan (rank %d of %d)", plan.rank(), plan.size());
+    DL_CHECK(plan.full_layout().total_size() == layout->total_size() && plan.full().n_head == cfg_.n_head &&
+                 plan.full().vocab_size == cfg_.vocab_size,
+             "the tensor-parallel plan was made for another model than %s", cfg_.describe().c_str());
+    shard_ = plan.local();
+    shard_params_.resize(static_cast<size_t>(plan.local_layout().total_size()));
+    plan.full_to_local(model_->params(), shard_params_.data());
+    layout = &plan.local_layout();
+    base = shard_params_.data();
+    for (int r = 0; r < plan.size(); ++r) {
+      auto [b, e] = TensorParallelPlan::split(cfg_.vocab_size, plan.size(), r);
+      vocab_rows_.push_back(e - b);
+    }
+    model_.reset();  // the shard is self-contained; the caller decides whether the whole model stays
+  }
   const int C = cfg_.n_embd;
   // GPT-2 stores Conv1D weights as [in, out], Llama as [out, in].
   auto pack = [&](const float* w, int in, int out) {
@@ -35,22 +49,22 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType w
   };
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    LayerTensors w = layout.layer(base, l);
+    LayerTensors w = layout->layer(base, l);
     Layer& L = layers_[l];
     L.attn_norm_w = w.attn_norm_w, L.attn_norm_b = w.attn_norm_b, L.qkv_b = w.qkv_b, L.attn_out_b = w.attn_out_b;
     L.mlp_norm_w = w.mlp_norm_w, L.mlp_norm_b = w.mlp_norm_b, L.mlp_in_b = w.mlp_in_b, L.mlp_out_b = w.mlp_out_b;
-    L.qkv = pack(w.qkv_w, C, cfg_.qkv_dim());
-    L.attn_out = pack(w.attn_out_w, cfg_.attn_dim(), C);
-    L.mlp_in = pack(w.mlp_in_w, C, cfg_.mlp_in_dim());
-    L.mlp_out = pack(w.mlp_out_w, cfg_.mlp_act_dim(), C);
+    L.qkv = pack(w.qkv_w, C, shard_.qkv_dim());
+    L.attn_out = pack(w.attn_out_w, shard_.attn_dim(), C);
+    L.mlp_in = pack(w.mlp_in_w, C, shard_.mlp_in_dim());
+    L.mlp_out = pack(w.mlp_out_w, shard_.mlp_act_dim(), C);
   }
-  EmbedTensors e = layout.embed(base);
+  EmbedTensors e = layout->embed(base);
   wte_ = e.wte;
   wpe_ = e.wpe;
-  HeadTensors h = layout.head(base);
+  HeadTensors h = layout->head(base);
   final_norm_w_ = h.norm_w;
   final_norm_b_ = h.norm_b;
-  lm_head_ = PackedLinear(h.lm_head, cfg_.vocab_size, C, weight_dtype);  // [V, C] in both families
+  lm_head_ = PackedLinear(h.lm_head, shard_.vocab_size, C, weight_dtype);  // [V, C] in both families
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
 }
 
@@ -66,10 +80,67 @@ void InferenceModel::reserve(int64_t tokens) {
   const int64_t C = cfg_.n_embd;
   x_.resize(static_cast<size_t>(capacity_ * C));
   h_.resize(static_cast<size_t>(capacity_ * C));
-  qkv_.resize(static_cast<size_t>(capacity_ * cfg_.qkv_dim()));
-  att_.resize(static_cast<size_t>(capacity_ * cfg_.attn_dim()));
-  mlp_in_.resize(static_cast<size_t>(capacity_ * cfg_.mlp_in_dim()));
-  mlp_act_.resize(static_cast<size_t>(capacity_ * cfg_.mlp_act_dim()));
+  qkv_.resize(static_cast<size_t>(capacity_ * shard_.qkv_dim()));
+  att_.resize(static_cast<size_t>(capacity_ * shard_.attn_dim()));
+  mlp_in_.resize(static_cast<size_t>(capacity_ * shard_.mlp_in_dim()));
+  mlp_act_.resize(static_cast<size_t>(capacity_ * shard_.mlp_act_dim()));
+  shard_tokens_.resize(static_cast<size_t>(capacity_));
+}
+
+void InferenceModel::embed(const int32_t* tokens, const int32_t* positions, int64_t N) {
+  const int C = cfg_.n_embd;
+  if (!tp_.active()) {
+    embedding_forward(x_.data(), tokens, positions, wte_, wpe_, N, C);
+    return;
+  }
+  // This rank's rows of the table; -1 (a zero row) for the other ranks' tokens.
+  const int v0 = tp_.plan->vocab_begin(), v1 = v0 + shard_.vocab_size;
+  for (int64_t i = 0; i < N; ++i) shard_tokens_[i] = tokens[i] >= v0 && tokens[i] < v1 ? tokens[i] - v0 : -1;
+  embedding_forward(x_.data(), shard_tokens_.data(), positions, wte_, nullptr, N, C);
+  tp_.comm->allreduce_sum(x_.data(), N * C);
+  if (wpe_) parallel_for(0, N, [&](int64_t r) { add_inplace(x_.data() + r * C, wpe_ + int64_t(positions[r]) * C, C); });
+}
+
+void InferenceModel::row_parallel(float* out, const float* in, int in_dim, const PackedLinear& w, const float* bias,
+                                  int64_t N) {
+  const int C = cfg_.n_embd;
+  if (!tp_.active()) {
+    linear_bi(out, C, in, in_dim, w, bias, N);
+    return;
+  }
+  linear_bi(out, C, in, in_dim, w, nullptr, N);
+  {
+    DL_PROFILE("infer.tp.allreduce");
+    tp_.comm->allreduce_sum(out, N * C);
+  }
+  if (bias) parallel_for(0, N, [&](int64_t r) { add_inplace(out + r * C, bias, C); });
+}
+
+void InferenceModel::lm_head(float* logits, int64_t rows) {
+  const int C = cfg_.n_embd, V = cfg_.vocab_size;
+  if (!tp_.active()) {
+    linear_bi(logits, V, h_.data(), C, lm_head_, nullptr, rows);
+    return;
+  }
+  const int Vl = shard_.vocab_size, n = tp_.plan->size();
+  shard_logits_.resize(static_cast<size_t>(rows * Vl));
+  gathered_.resize(static_cast<size_t>(rows * V));
+  linear_bi(shard_logits_.data(), Vl, h_.data(), C, lm_head_, nullptr, rows);
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) counts[r] = rows * vocab_rows_[r];
+  {
+    DL_PROFILE("infer.tp.allgather");
+    tp_.comm->allgatherv(shard_logits_.data(), gathered_.data(), counts.data());
+  }
+  // Rank r's block is its [rows, V_r] columns: interleave them into [rows, V].
+  int64_t at = 0, col = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t w = vocab_rows_[r];
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(logits + i * V + col, gathered_.data() + at + i * w, sizeof(float) * static_cast<size_t>(w));
+    at += rows * w;
+    col += w;
+  }
 }
 
 void InferenceModel::norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const {
@@ -106,6 +177,9 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     N += c.n;
     n_logits += c.num_logits;
   }
+  DL_CHECK(cache.kv_dim() == static_cast<int64_t>(shard_.n_kv_head) * shard_.head_dim,
+           "the KV cache holds rows of %lld floats but this model needs %d (size the cache with shard_config())",
+           (long long)cache.kv_dim(), shard_.n_kv_head * shard_.head_dim);
   logits.resize(static_cast<size_t>(n_logits) * V);
   if (N == 0) return;
   reserve(N);
@@ -121,15 +195,15 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
         tables[r] = c.block_table;
       }
   }
-  embedding_forward(x_.data(), tokens.data(), positions.data(), wte_, wpe_, N, C);
+  embed(tokens.data(), positions.data(), N);
 
-  const int QKV = cfg_.qkv_dim(), A = cfg_.attn_dim();
+  const int QKV = shard_.qkv_dim(), A = shard_.attn_dim();
   const int64_t kv_dim = cache.kv_dim();
   PagedKv kv;
   kv.block_size = cache.block_size();
   kv.dtype = cache.dtype();
-  kv.n_head = cfg_.n_head;
-  kv.n_kv_head = cfg_.n_kv_head;
+  kv.n_head = shard_.n_head;
+  kv.n_kv_head = shard_.n_kv_head;
   kv.head_dim = cfg_.head_dim;
   kv.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
   std::vector<PagedQuery> queries(batch.size());
@@ -159,8 +233,8 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv, w.qkv_b, N);
     }
     if (!cfg_.is_gpt2()) {
-      rope_apply(qkv_.data(), N, QKV, cfg_.n_head, positions.data(), rope_, false);
-      rope_apply(qkv_.data() + A, N, QKV, cfg_.n_kv_head, positions.data(), rope_, false);
+      rope_apply(qkv_.data(), N, QKV, shard_.n_head, positions.data(), rope_, false);
+      rope_apply(qkv_.data() + A, N, QKV, shard_.n_kv_head, positions.data(), rope_, false);
     }
     // K/V rows go into the cache in its dtype (rounded once for bf16); attention
     // then reads every position, the chunk's own included, back from the cache, so
@@ -178,7 +252,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     // attention output projection + residual (in place on x)
     {
       DL_PROFILE("infer.linear.attn_out");
-      linear_bi(h_.data(), C, att_.data(), A, w.attn_out, w.attn_out_b, N);
+      row_parallel(h_.data(), att_.data(), A, w.attn_out, w.attn_out_b, N);
     }
     add_inplace(x_.data(), h_.data(), N * C);
     {
@@ -187,16 +261,16 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     }
     {
       DL_PROFILE("infer.linear.mlp_in");
-      linear_bi(mlp_in_.data(), cfg_.mlp_in_dim(), h_.data(), C, w.mlp_in, w.mlp_in_b, N);
+      linear_bi(mlp_in_.data(), shard_.mlp_in_dim(), h_.data(), C, w.mlp_in, w.mlp_in_b, N);
     }
     if (cfg_.is_gpt2()) {
-      gelu_forward(mlp_act_.data(), mlp_in_.data(), N * cfg_.mlp_act_dim());
+      gelu_forward(mlp_act_.data(), mlp_in_.data(), N * shard_.mlp_act_dim());
     } else {
-      swiglu_forward(mlp_act_.data(), mlp_in_.data(), N, cfg_.intermediate_size);
+      swiglu_forward(mlp_act_.data(), mlp_in_.data(), N, shard_.intermediate_size);
     }
     {
       DL_PROFILE("infer.linear.mlp_out");
-      linear_bi(h_.data(), C, mlp_act_.data(), cfg_.mlp_act_dim(), w.mlp_out, w.mlp_out_b, N);
+      row_parallel(h_.data(), mlp_act_.data(), shard_.mlp_act_dim(), w.mlp_out, w.mlp_out_b, N);
     }
     add_inplace(x_.data(), h_.data(), N * C);
   }
@@ -217,7 +291,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
   norm(final_norm_w_, final_norm_b_, last_.data(), h_.data(), n_logits);
   {
     DL_PROFILE("infer.linear.lm_head");
-    linear_bi(logits.data(), V, h_.data(), C, lm_head_, nullptr, n_logits);
+    lm_head(logits.data(), n_logits);
   }
 }
 

@@ -5,6 +5,16 @@
 // row-wise norms): a sequence's logits do not depend on the other sequences in the
 // batch, on how its prompt was chunked, or on the thread count. Greedy decoding is
 // therefore reproducible under continuous batching.
+//
+// Tensor parallelism (Megatron, model/tensor_parallel.h): a model built with a
+// shard packs only this rank's heads, MLP columns and vocabulary rows. Each rank
+// runs its heads over its own paged K/V (size the cache with shard_config()); the
+// row-parallel linears (attention out, MLP out) and the vocabulary-split embedding
+// are all-reduced over the tp group, their biases added once after the sum; the LM
+// head computes this rank's vocabulary columns and all-gathers them, so every rank
+// returns the full logits. The all-reduces sum partial products in another order
+// than one rank's dot products, so logits match the unsplit model to rounding, not
+// bit for bit (tests/model/mpi/tp_inference_test.cpp measures it).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +22,11 @@
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/base/tensor_parallel_comm.h"
 #include "distllm/kernels/linear_bi.h"
 #include "distllm/kernels/rope.h"
 #include "distllm/model/kv_cache.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/model/transformer.h"
 
 namespace distllm {
@@ -30,6 +42,14 @@ struct InferenceChunk {
   int num_logits = 0;
 };
 
+// This rank's tensor-parallel shard: its plan and its tp group's collectives, both
+// outliving the model. Inactive (the whole model) without a plan or at tp size 1.
+struct InferenceTensorParallel {
+  const TensorParallelPlan* plan = nullptr;
+  TensorParallelComm* comm = nullptr;
+  bool active() const { return plan != nullptr && plan->size() > 1; }
+};
+
 class InferenceModel {
  public:
   // Weights are packed for inference (kernels::PackedLinear): every linear as
@@ -38,9 +58,16 @@ class InferenceModel {
   // `weight_dtype` (f32, bf16 or i8) is how the packed linears and the LM head are
   // stored (weight-only: activations, norms and accumulation stay f32; see
   // kernels/linear_bi.h). Throws distllm::Error for another dtype.
-  explicit InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32);
+  // With an active `tp`, `model` is the whole model (plan.full()); only this rank's
+  // slices are kept, and every forward is collective over tp.comm.
+  explicit InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
+                          InferenceTensorParallel tp = {});
 
+  // The whole model's configuration (vocabulary, context, layers).
   const ModelConfig& config() const { return cfg_; }
+  // This rank's part: its query and key/value heads, MLP columns and vocabulary rows
+  // (config() when not split). A PagedKvCache for this model takes this geometry.
+  const ModelConfig& shard_config() const { return shard_; }
   DType weight_dtype() const { return weight_dtype_; }
   // Bytes of packed weights one decode step streams (every linear and the LM head).
   size_t packed_weight_bytes() const;
@@ -58,8 +85,11 @@ class InferenceModel {
     const float *mlp_norm_w, *mlp_norm_b, *mlp_in_b, *mlp_out_b;
     kernels::PackedLinear qkv, attn_out, mlp_in, mlp_out;
   };
-  std::shared_ptr<const Transformer> model_;
-  ModelConfig cfg_;
+  std::shared_ptr<const Transformer> model_;  // null when split: shard_params_ holds the weights
+  ModelConfig cfg_, shard_;
+  InferenceTensorParallel tp_;
+  AlignedBuffer<float> shard_params_;     // plan.local_layout(): this rank's slices
+  std::vector<int64_t> vocab_rows_;       // per rank of the tp group: its vocabulary rows
   DType weight_dtype_ = DType::kF32;
   std::vector<Layer> layers_;
   kernels::PackedLinear lm_head_;
@@ -69,11 +99,22 @@ class InferenceModel {
   const float* final_norm_b_ = nullptr;
   kernels::RopeTable rope_;
   // Scratch, grown to the largest batch seen.
-  AlignedBuffer<float> x_, h_, qkv_, att_, mlp_in_, mlp_act_, last_;
+  AlignedBuffer<float> x_, h_, qkv_, att_, mlp_in_, mlp_act_, last_, shard_logits_, gathered_;
+  std::vector<int32_t> shard_tokens_;
   int64_t capacity_ = 0;
 
   void reserve(int64_t tokens);
   void norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const;
+  // x_[0, N) = token (+ position) embeddings; under tp each token's row comes from
+  // the rank holding it (one all-reduce), positions added after the sum.
+  void embed(const int32_t* tokens, const int32_t* positions, int64_t N);
+  // out [N, C] = in [N, in_dim] x W + bias; under tp the partial products over this
+  // rank's input columns are summed over the group, then the bias is added once.
+  void row_parallel(float* out, const float* in, int in_dim, const kernels::PackedLinear& w, const float* bias,
+                    int64_t N);
+  // logits [rows, V] from the final hidden states h_; under tp each rank computes
+  // its vocabulary columns and they are all-gathered into vocabulary order.
+  void lm_head(float* logits, int64_t rows);
 };
 
 }  // namespace distllm

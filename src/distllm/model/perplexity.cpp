@@ -15,7 +15,7 @@ NllSum sequence_nll(InferenceModel& model, const int32_t* tokens, int n, DType k
   DL_CHECK(n >= 2 && n <= cfg.max_position, "perplexity: a sequence needs 2 to %d tokens, got %d", cfg.max_position, n);
   constexpr int kBlock = 16;
   const int blocks = (n + kBlock - 1) / kBlock;
-  PagedKvCache cache(cfg, blocks, kBlock, kv_dtype);
+  PagedKvCache cache(model.shard_config(), blocks, kBlock, kv_dtype);
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = i;
   std::vector<float> logits;

@@ -6,24 +6,26 @@
 
 namespace distllm::serve {
 
-InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype, DType kv_dtype)
-    : model_(std::move(model), weight_dtype), kv_dtype_(kv_dtype) {
+InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype, DType kv_dtype,
+                                 InferenceTensorParallel tp)
+    : model_(std::move(model), weight_dtype, tp), kv_dtype_(kv_dtype) {
   DL_CHECK(PagedKvCache::supports(kv_dtype), "--kv-cache-dtype must be f32, bf16 or int8, not %s",
            dtype_short_name(kv_dtype));
 }
 
+// This rank's heads: under tensor parallelism each rank stores only its own.
 KvGeometry InferenceRunner::kv_geometry() const {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.shard_config();
   return {c.n_layer, c.n_kv_head, c.head_dim, static_cast<int>(dtype_size(kv_dtype_)), kv_dtype_};
 }
 
 size_t InferenceRunner::kv_bytes_per_block(int block_size) const {
-  return PagedKvCache::bytes_per_block(model_.config(), block_size, kv_dtype_);
+  return PagedKvCache::bytes_per_block(model_.shard_config(), block_size, kv_dtype_);
 }
 
 void InferenceRunner::allocate_kv(int num_blocks, int block_size) {
   DL_CHECK(!cache_, "allocate_kv called twice");
-  cache_ = std::make_unique<PagedKvCache>(model_.config(), num_blocks, block_size, kv_dtype_);
+  cache_ = std::make_unique<PagedKvCache>(model_.shard_config(), num_blocks, block_size, kv_dtype_);
 }
 
 void InferenceRunner::execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) {

@@ -15,8 +15,11 @@ class InferenceRunner : public ModelRunner {
   // weight_dtype: how the linears are stored (InferenceModel). kv_dtype: how the
   // paged K/V cache stores its elements (f32, bf16 or int8, --kv-cache-dtype); it sets
   // kv_geometry().dtype, the bytes per block and so the KV transfer fingerprint.
+  // tp: this rank's tensor-parallel shard (model/inference.h); its cache then holds
+  // only this rank's key/value heads, and every execute() is collective over the tp
+  // group (serve/tp_runner.h drives the other ranks).
   explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
-                           DType kv_dtype = DType::kF32);
+                           DType kv_dtype = DType::kF32, InferenceTensorParallel tp = {});
 
   KvGeometry kv_geometry() const override;
   size_t kv_bytes_per_block(int block_size) const override;
