@@ -11,6 +11,7 @@
 #include "distllm/train/model_conversion.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/kernels/embedding.h"
+#include "distllm/kernels/vec.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/train/bf16_buffer.h"
 
@@ -48,8 +49,15 @@ uint64_t hash_floats(const float* p, int64_t n) {
 
 namespace {
 
-ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
+ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp, const PipelineStage& pp) {
   config.validate();
+  if (pp.active()) {
+    DL_CHECK(!tp.active(), "tensor and pipeline parallelism together (tp > 1 and pp > 1) are not supported yet");
+    DL_CHECK(pp.range.stages == pp.group->size() && pp.range.stage == pp.group->rank(),
+             "internal error: pipeline stage %d/%d on rank %d of a pp group of %d", pp.range.stage, pp.range.stages,
+             pp.group->rank(), pp.group->size());
+    return ParamLayout(config, pp.range);
+  }
   if (tp.plan == nullptr) return ParamLayout(config);
   DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
   DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
@@ -60,12 +68,26 @@ ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
 }  // namespace
 
 DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-                           comm::ProcessGroupPtr world, TensorParallel tp)
-    : config_(config), layout_(shard_layout(config, tp)), tp_(tp), pc_(parallel), world_(std::move(world)) {
+                           comm::ProcessGroupPtr world, TensorParallel tp, PipelineStage pp)
+    : config_(config),
+      layout_(shard_layout(config, tp, pp)),
+      tp_(tp),
+      pp_(std::move(pp)),
+      pc_(parallel),
+      world_(std::move(world)) {
   pc_.validate();
   if (tp_.active())
     for (size_t k = 0; k < layout_.tensors().size(); ++k)
-      tp_norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
+      norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
+  if (pp_.active()) {
+    // The tied copy of the embedding needs the gradients summed between two stages
+    // in one full buffer, which the sharded strategies do not keep.
+    DL_CHECK(pc_.strategy == Strategy::kNone || pc_.strategy == Strategy::kDdp,
+             "--strategy %s with pipeline parallelism (pp > 1) is not supported yet: use ddp (or none) on dp",
+             strategy_name(pc_.strategy));
+    if (!pp_.range.first())
+      for (const ParamTensor& t : layout_.tensors()) norm_weights_.push_back(t.group == embed_group() ? 0.0f : 1.0f);
+  }
   const int n = world_ ? world_->size() : 1;
   DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
            "%d ranks were started but --strategy is none: pick ddp, zero1, zero2, zero3 or hsdp", n);
@@ -212,6 +234,7 @@ void DataParallel::build_hooks() {
 std::string DataParallel::describe() const {
   std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
   if (tp_.active()) s += strprintf(" per tensor-parallel shard, tp %d", tp_.plan->size());
+  if (pp_.active()) s += strprintf(" per pipeline stage (%s)", pp_.range.describe().c_str());
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
@@ -227,10 +250,10 @@ std::string DataParallel::describe() const {
 // Parameters
 
 void DataParallel::init_weights(uint64_t seed) {
-  if (tp_.plan) {
-    // The shard of the whole model's initial weights, so any tp size trains the
-    // same model (held whole for a moment).
-    const ParamLayout& whole = tp_.plan->full_layout();
+  if (tp_.plan || pp_.active()) {
+    // The shard of the whole model's initial weights, so any tp or pp size trains
+    // the same model (held whole for a moment).
+    const ParamLayout whole = full_layout();
     AlignedBuffer<float> full(static_cast<size_t>(whole.total_size()));
     init_weights_range(whole, seed, 0, whole.total_size(), full.data());
     load_full(full.data());
@@ -246,7 +269,15 @@ void DataParallel::init_weights(uint64_t seed) {
   }
 }
 
+ParamLayout DataParallel::full_layout() const { return tp_.plan ? tp_.plan->full_layout() : ParamLayout(config_); }
+
 void DataParallel::load_full(const float* full) {
+  if (pp_.active()) {
+    AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
+    copy_common_tensors(full_layout(), full, layout_, stage.data());
+    load_shard(stage.data());
+    return;
+  }
   if (!tp_.plan) {
     load_shard(full);
     return;
@@ -312,6 +343,19 @@ void DataParallel::gather_params_after_step() {
 }
 
 void DataParallel::gather_full(float* out) {
+  if (pp_.active()) {
+    // Each stage writes its tensors into a zeroed whole model (the tied table from
+    // the first stage only) and one all-reduce over the stages assembles it.
+    AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
+    gather_shard(stage.data());
+    const ParamLayout whole = full_layout();
+    fill_zero(out, whole.total_size());
+    copy_common_tensors(layout_, stage.data(), whole, out, pp_.range.first() ? -1 : whole.embed_group());
+    tracker_.blocking(whole.total_size() * 4, [&] {
+      pp_.group->allreduce(out, static_cast<size_t>(whole.total_size()), comm::DType::kF32);
+    });
+    return;
+  }
   if (!tp_.plan) {
     gather_shard(out);
     return;
@@ -373,6 +417,7 @@ void DataParallel::check_replicas() {
 
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
   DL_CHECK(!tp_.active(), "checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
+  DL_CHECK(!pp_.active(), "checkpoints of pipeline-parallel training (--mesh with pp > 1) are not supported yet");
   return checkpoint_spans(layout_);
 }
 
@@ -423,6 +468,12 @@ const TrainHooks* DataParallel::hooks(bool compute_grad, bool sync) {
            "internal error: sharded gradients must be reduced every micro-step");
   in_sync_ = sync;
   if (compute_grad && !sync) embed_dense_dirty_ = true;  // its embedding backward scatters densely
+  if (compute_grad && sync) {
+    // Groups this pipeline stage does not hold have nothing to reduce (their buckets
+    // hold only them: make_buckets).
+    for (int g = 0; g < static_cast<int>(layout_.groups().size()); ++g)
+      if (!layout_.has_group(g)) reducer_->skip_bucket_of(g);
+  }
   if (!compute_grad) return &hooks_forward_only_;
   return sync ? &hooks_grad_sync_ : &hooks_grad_nosync_;
 }
@@ -466,7 +517,7 @@ void DataParallel::on_grads_ready(int g, bool sync) {
       gatherer_->release(g);
     }
   }
-  if (sync && g == head_group() && sparse_embedding()) {
+  if (sync && g == head_group() && sparse_embedding() && layout_.has_group(embed_group())) {
     // The embedding table's dense gradient is final now (see data_parallel.h).
     if (layout_.head_uses_embedding() || embed_dense_dirty_)
       reducer_->launch_bucket_of(embed_group());
@@ -535,6 +586,9 @@ void DataParallel::apply_sparse_embedding_grads() {
 }
 
 void DataParallel::end_micro_step(bool sync) {
+  // The last stage's copy of a tied embedding has no embedding backward to report
+  // it: its gradients (from the head) are final now.
+  if (sync && !pp_.range.first() && layout_.has_group(embed_group())) reducer_->group_ready(embed_group());
   if (sync) reducer_->finish();
   if (sync) apply_sparse_embedding_grads();
   if (gatherer_) gatherer_->release_all();
@@ -544,8 +598,24 @@ void DataParallel::end_forward_only() {
   if (gatherer_) gatherer_->release_all();
 }
 
+void DataParallel::sum_tied_embedding_grads() {
+  const StageRange& r = pp_.range;
+  if (!layout_.head_uses_embedding() || !layout_.has_group(embed_group()) || r.is_whole()) return;
+  // The first and the last stage swap their gradients of the table and add them.
+  const ParamGroup& g = layout_.groups()[static_cast<size_t>(embed_group())];
+  float* mine = full_grads_ + g.offset;
+  AlignedBuffer<float> theirs(static_cast<size_t>(g.size));
+  const int peer = r.first() ? r.stages - 1 : 0;
+  const comm::P2POp ops[2] = {{comm::P2POp::Kind::kSend, mine, static_cast<size_t>(g.size), comm::DType::kF32, peer},
+                              {comm::P2POp::Kind::kRecv, theirs.data(), static_cast<size_t>(g.size), comm::DType::kF32,
+                               peer}};
+  tracker_.blocking(g.size * 8, [&] { pp_.group->batch_p2p(ops); });
+  kernels::add_inplace(mine, theirs.data(), g.size);
+}
+
 OptimizerResult DataParallel::optimizer_step(double lr) {
-  double ss = optimizer_->grad_sum_of_squares(shard_grads_, tp_.active() ? &tp_norm_weights_ : nullptr);
+  if (pp_.active()) sum_tied_embedding_grads();
+  double ss = optimizer_->grad_sum_of_squares(shard_grads_, norm_weights_.empty() ? nullptr : &norm_weights_);
   if (plan_.ranks() > 1) {
     tracker_.blocking(8, [&] { shard_group_->allreduce(&ss, 1, comm::DType::kF64, comm::ReduceOp::kSum); });
   }
@@ -555,6 +625,7 @@ OptimizerResult DataParallel::optimizer_step(double lr) {
     tp_.comm->allreduce_sum(&part, 1);
     ss = part;
   }
+  if (pp_.active()) tracker_.blocking(8, [&] { pp_.group->allreduce(&ss, 1, comm::DType::kF64); });
   OptimizerResult r;
   r.grad_norm = std::sqrt(ss);
   if (!std::isfinite(r.grad_norm)) return r;  // the caller stops; every rank sees the same norm

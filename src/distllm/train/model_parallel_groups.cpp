@@ -21,20 +21,28 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
   auto dims = comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
-  int tp = 1;
+  int tp = 1, pp = 1;
   for (const auto& [name, n] : dims) {
-    DL_CHECK(name == "dp" || name == "tp" || n == 1,
-             "--mesh %s: %s parallelism is not supported yet (dp and tp are)", mesh_text.c_str(), name.c_str());
+    DL_CHECK(name != "cp" || n == 1, "--mesh %s: context parallelism (cp) is not supported yet (dp, tp and pp are)",
+             mesh_text.c_str());
     if (name == "tp") tp = n;
+    if (name == "pp") pp = n;
   }
-  // Refuse a model the tp size cannot split before any group is made.
+  DL_CHECK(tp == 1 || pp == 1, "--mesh %s: tp and pp together are not supported yet (use one of them with dp)",
+           mesh_text.c_str());
+  // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
+  StageRange::split(config.n_layer, pp, 0);
   if (!world) return g;  // one process: a mesh of ones
   g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
   g.data_parallel = g.mesh->group("dp");
   if (tp > 1) {
     g.plan.emplace(config, tp, g.mesh->coord("tp"));
     g.tp_comm = std::make_unique<comm::GroupTensorParallelComm>(g.mesh->group("tp"));
+  }
+  if (pp > 1) {
+    g.pipeline.group = g.mesh->group("pp");
+    g.pipeline.range = StageRange::split(config.n_layer, pp, g.mesh->coord("pp"));
   }
   return g;
 }

@@ -4,8 +4,11 @@
 //   --mesh dp=2,tp=2 on 4 ranks: ranks {0,1} and {2,3} are tp groups (consecutive
 //   ranks, on one host under mpirun/srun), {0,2} and {1,3} the dp groups.
 //
-// Pipeline and context parallelism (pp, cp) are names the mesh knows but refuses
-// (not built yet), so a job asking for them fails at start, not silently.
+//   --mesh pp=2,dp=2 on 4 ranks: ranks {0,1} and {2,3} are the dp groups of stages
+//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage).
+//
+// tp and pp together, and context parallelism (cp), are refused (not built yet),
+// so a job asking for them fails at start, not silently.
 #pragma once
 
 #include <memory>
@@ -16,6 +19,7 @@
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/model/train_graph.h"
+#include "distllm/train/pipeline_stage.h"
 
 namespace distllm {
 
@@ -24,13 +28,15 @@ struct ModelParallelGroups {
   comm::ProcessGroupPtr data_parallel;      // the world without a mesh (null for one process)
   std::optional<TensorParallelPlan> plan;   // tp > 1 only
   std::unique_ptr<comm::GroupTensorParallelComm> tp_comm;
+  PipelineStage pipeline;  // this rank's stage (pp > 1 only; the whole model otherwise)
 
   TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get()}; }
   std::string describe() const;  // "dp=2 x tp=2"
 };
 
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
-// mesh that does not fit the world or the model (a head count tp cannot split).
+// mesh that does not fit the world or the model (a head count tp cannot split, more
+// pipeline stages than layers).
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
                                                const ModelConfig& config);
 
