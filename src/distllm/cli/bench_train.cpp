@@ -22,6 +22,7 @@
 #include "distllm/cli/world_command.h"
 #include "distllm/comm/world.h"
 #include "distllm/kernels/fma_peak.h"
+#include "distllm/train/model_parallel_groups.h"
 #include "distllm/train/trainer.h"
 
 namespace distllm {
@@ -73,7 +74,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   int64_t threads = args.get_int("threads", std::max(1, available_cpus() / ranks_here), "threads per rank");
   DL_CHECK(threads >= 1 && threads <= 1024, "--threads must be in [1, 1024]");
   set_num_threads(static_cast<int>(threads));
-  int B = static_cast<int>(args.get_int("batch", 8, "sequences per step, per rank"));
+  int B = static_cast<int>(args.get_int("batch", 8, "sequences per step, per data-parallel rank"));
   int T = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
   int steps = static_cast<int>(args.get_int("steps", 10, "timed steps"));
   int warmup = static_cast<int>(args.get_int("warmup-steps", 2, "untimed warm-up steps"));
@@ -81,7 +82,11 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   bool json = args.get_flag("json", "print one JSON object instead of text");
   int peak_n = static_cast<int>(args.get_int("peak-size", 2048, "matrix size for the sgemm peak measurement"));
   ParallelConfig pc;
-  pc.strategy = parse_strategy(args.get_string("strategy", n > 1 ? "ddp" : "none", "none | ddp | zero1 | zero2 | zero3 | hsdp"));
+  const std::string mesh = args.get_string("mesh", "", "dp=D,tp=T: tensor parallel groups of T ranks (see train)");
+  const bool sequence_parallel = args.get_flag("sequence-parallel", "with --mesh tp=T: Megatron sequence parallelism");
+  const int data_ranks = data_parallel_size(mesh, n);
+  pc.strategy = parse_strategy(
+      args.get_string("strategy", data_ranks > 1 ? "ddp" : "none", "none | ddp | zero1 | zero2 | zero3 | hsdp"));
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB");
   pc.first_bucket_mb = args.get_double("first-bucket-mb", pc.first_bucket_mb, "first bucket size, MiB");
   pc.mixed_precision = parse_mixed_precision(args.get_string("mixed-precision", "fp32", "fp32 | bf16-comm | bf16"));
@@ -105,7 +110,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   for (auto& t : toks) t = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size)));
   TokenDataset data = TokenDataset::from_tokens(std::move(toks), static_cast<uint32_t>(cfg.vocab_size), "random");
 
-  DataParallel dp(cfg, pc, o.adamw, world);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh, world, cfg, sequence_parallel);
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel());
   dp.init_weights(1);
   dp.sync_parameters();
   Trainer trainer(dp, data, nullptr, o);
@@ -144,7 +150,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     peak_sum += r.peak_gflops;
     fma_sum += r.fma_peak_gflops;
   }
-  const double tokens_per_step = static_cast<double>(B) * T * o.grad_accum * n;
+  // Tensor-parallel ranks share their batch: the data-parallel ranks count.
+  const double tokens_per_step = static_cast<double>(B) * T * o.grad_accum * data_ranks;
   const int64_t n_params = matmul_params(cfg);
   // PaLM's count: 6 N per token for the matmuls (forward + backward) plus
   // 12 * n_layer * T * attn_dim for attention scores and values.
@@ -158,6 +165,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       ranks.push_back({{"ms_per_step", r.ms_per_step}, {"comm_ms", r.comm_ms}, {"comm_exposed_ms", r.exposed_ms},
                        {"peak_mem_mib", r.peak_mib}, {"peak_rss_mib", r.rss_mib}});
     nlohmann::json j = {{"impl", "distllm"}, {"model", cfg.describe()}, {"strategy", strategy_name(pc.strategy)},
+                        {"mesh", groups.describe()}, {"sequence_parallel", sequence_parallel},
                         {"ranks", n}, {"batch", B}, {"seq", T}, {"threads", num_threads()},
                         {"ms_per_step", slowest}, {"tokens_per_s", tok_s}, {"gflops", gflops},
                         {"peak_gflops", peak_sum}, {"mfu", gflops / peak_sum},
@@ -170,7 +178,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   std::printf("model:       %s\n", cfg.describe().c_str());
   std::printf("parallel:    %s\n", dp.describe().c_str());
-  std::printf("shape:       batch %d x seq %d per rank, %d rank%s x %d thread%s, %d timed steps (median)\n", B, T, n,
+  if (groups.mesh) std::printf("mesh:        %s\n", groups.describe().c_str());
+  std::printf("shape:       batch %d x seq %d per data-parallel rank, %d rank%s x %d thread%s, %d timed steps (median)\n", B, T, n,
               n == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s", steps);
   std::printf("ms/step:     %.1f (slowest rank)\n", slowest);
   std::printf("tokens/s:    %.0f (the job)\n", tok_s);

@@ -244,7 +244,14 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.checkpointing = ActivationCheckpointing::parse(args.get_string(
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
-  std::string strategy = args.get_string("strategy", world_size > 1 ? "ddp" : "none",
+  const std::string mesh_text = args.get_string(
+      "mesh", "", "dp=D,tp=T or dp=D,pp=P (any order): tensor-parallel groups of T consecutive ranks or P pipeline "
+                  "stages, data parallel (--strategy) across D of them; dp may be left out (default: every rank "
+                  "data parallel)");
+  const bool sequence_parallel = args.get_flag(
+      "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
+                           "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
+  std::string strategy = args.get_string("strategy", data_parallel_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
@@ -257,10 +264,6 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: do not gather the next group ahead of use");
   pc.check_replicas = args.get_flag("check-replicas", "debug: check replicated parameters are identical after every step");
   pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
-  const std::string mesh_text = args.get_string(
-      "mesh", "", "dp=D,tp=T or dp=D,pp=P (any order): tensor-parallel groups of T consecutive ranks or P pipeline "
-                  "stages, data parallel (--strategy) across D of them; dp may be left out (default: every rank "
-                  "data parallel)");
   double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
 
   CheckpointOptions ck;
@@ -336,7 +339,13 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else {
     pc.strategy = parse_strategy(strategy);
   }
-  if (world) check_same_on_all_ranks(*world, job_fields(cfg, o, pc, *train, val.get(), init_from.value_or("")));
+  if (world) {
+    // A rank with another mesh would wait in collectives its peers never issue.
+    ConfigFields fields = job_fields(cfg, o, pc, *train, val.get(), init_from.value_or(""));
+    fields.emplace_back("--mesh", mesh_text);
+    fields.emplace_back("--sequence-parallel", sequence_parallel ? "true" : "false");
+    check_same_on_all_ranks(*world, fields);
+  }
   if (out) {
     // Rank 0 writes the model: it checks the folder now, not after the whole run,
     // and every rank stops with its verdict.
@@ -352,11 +361,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     DL_CHECK(problem.empty(), "--out %s", problem.c_str());
   }
 
-  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg);
-  DL_CHECK(!groups.tensor_parallel().active() || ck.dir.empty(),
-           "--checkpoint-dir: checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
-  DL_CHECK(!groups.pipeline.active() || ck.dir.empty(),
-           "--checkpoint-dir: checkpoints of pipeline-parallel training (--mesh with pp > 1) are not supported yet");
+  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
   DL_CHECK(groups.pipeline.active() || o.micro_batches == 1,
            "--micro-batches %d needs pipeline parallelism (--mesh pp=P); use --grad-accum otherwise", o.micro_batches);
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.pipeline);
@@ -411,7 +416,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   } else if (data && is_directory(*data) && file_exists(join_path(*data, "tokenizer.json"))) {
     flags["tokenizer"] = std::filesystem::absolute(join_path(*data, "tokenizer.json")).string();
   }
-  TrainCheckpointer checkpoints(dp, ck, flags);
+  TrainCheckpointer checkpoints(dp, ck, flags, world);
   const int64_t resumed = checkpoints.resume(trainer);
   if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
   Heartbeat heartbeat(rank);

@@ -53,6 +53,17 @@ std::string rank_list(const std::vector<int>& v) {
   return s + "]";
 }
 
+// Group ranks, and in a subgroup also their world ranks: the ranks a launcher's
+// log and a job's --rank flags use.
+std::string rank_list(const std::vector<int>& v, const std::vector<int>& world_ranks) {
+  bool identity = true;
+  for (size_t r = 0; r < world_ranks.size(); ++r) identity = identity && world_ranks[r] == static_cast<int>(r);
+  if (identity) return rank_list(v);
+  std::vector<int> world;
+  for (int r : v) world.push_back(world_ranks[static_cast<size_t>(r)]);
+  return rank_list(v) + " (world " + rank_list(world) + ")";
+}
+
 // What debug mode compares across ranks; fits the shared-memory inline path.
 struct Descriptor {
   uint64_t seq;
@@ -331,7 +342,7 @@ void ProcessGroup::Impl::raise_timeout(const Op& op, const OpContext& ctx, const
     std::vector<int> peers = t.ask;
     std::sort(peers.begin(), peers.end());
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-    msg += strprintf(": peers %s did not complete the matching operations (%s)", rank_list(peers).c_str(),
+    msg += strprintf(": peers %s did not complete the matching operations (%s)", rank_list(peers, world_ranks).c_str(),
                      t.detail.c_str());
   } else {
     std::vector<std::string> notes;
@@ -386,7 +397,7 @@ void ProcessGroup::Impl::raise_timeout(const Op& op, const OpContext& ctx, const
     std::sort(not_arrived.begin(), not_arrived.end());
     std::sort(stalled.begin(), stalled.end());
     if (!not_arrived.empty()) {
-      msg += strprintf(": ranks %s did not arrive (", rank_list(not_arrived).c_str());
+      msg += strprintf(": ranks %s did not arrive (", rank_list(not_arrived, world_ranks).c_str());
       for (size_t i = 0; i < notes.size(); ++i) {
         if (i) msg += "; ";
         msg += notes[i];
@@ -395,10 +406,10 @@ void ProcessGroup::Impl::raise_timeout(const Op& op, const OpContext& ctx, const
     } else {
       msg += ": every rank entered it";
     }
-    if (!stalled.empty()) msg += strprintf("; ranks %s are inside it too", rank_list(stalled).c_str());
+    if (!stalled.empty()) msg += strprintf("; ranks %s are inside it too", rank_list(stalled, world_ranks).c_str());
     if (!silent.empty())
       msg += strprintf("; ranks %s did not answer a status query (dead, or stuck outside distllm)",
-                       rank_list(silent).c_str());
+                       rank_list(silent, world_ranks).c_str());
     if (!t.detail.empty()) msg += "; this rank was waiting in " + t.detail;
   }
   mark_failed(msg);

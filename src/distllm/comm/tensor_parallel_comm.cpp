@@ -32,6 +32,13 @@ void GroupTensorParallelComm::allgatherv(const float* in, float* out, const int6
   timed(counts[group_->rank()] * 4, [&] { group_->allgatherv(in, out, c, DType::kF32); });
 }
 
+void GroupTensorParallelComm::reduce_scatter_v(const float* in, float* out, const int64_t* counts) {
+  std::vector<size_t> c(counts, counts + group_->size());
+  int64_t total = 0;
+  for (int64_t n : c) total += n;
+  timed(total * 4, [&] { group_->reduce_scatter_v(in, out, c, DType::kF32, ReduceOp::kSum); });
+}
+
 GroupTensorParallelComm::Totals GroupTensorParallelComm::take_totals() {
   Totals t = totals_;
   totals_ = {};

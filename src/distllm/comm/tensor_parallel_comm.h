@@ -19,14 +19,10 @@ class GroupTensorParallelComm : public TensorParallelComm {
   void allreduce_sum(float* data, int64_t n) override;
   void allreduce_max(float* data, int64_t n) override;
   void allgatherv(const float* in, float* out, const int64_t* counts) override;
+  void reduce_scatter_v(const float* in, float* out, const int64_t* counts) override;
   const ProcessGroupPtr& group() const { return group_; }
 
-  // Time spent in these collectives and bytes handed to them, since the last call.
-  struct Totals {
-    double seconds = 0;
-    int64_t bytes = 0;
-  };
-  Totals take_totals();
+  Totals take_totals() override;
 
  private:
   ProcessGroupPtr group_;

@@ -70,15 +70,15 @@ size_t TrainGraph::LayerActs::bytes() const {
 void TrainGraph::alloc_acts(LayerActs& a) {
   const int64_t C = cfg_.n_embd;
   alloc(a.norm1, BT_ * C);
-  alloc(a.norm1_mean, BT_);
-  alloc(a.norm1_rstd, BT_);
+  alloc(a.norm1_mean, rows_);
+  alloc(a.norm1_rstd, rows_);
   alloc(a.qkv, BT_ * cfg_.qkv_dim());
   alloc(a.attn, BT_ * cfg_.attn_dim());
   alloc(a.lse, static_cast<int64_t>(B_) * cfg_.n_head * T_);
-  alloc(a.mid, BT_ * C);
+  alloc(a.mid, rows_ * C);
   alloc(a.norm2, BT_ * C);
-  alloc(a.norm2_mean, BT_);
-  alloc(a.norm2_rstd, BT_);
+  alloc(a.norm2_mean, rows_);
+  alloc(a.norm2_rstd, rows_);
   alloc(a.mlp_in, BT_ * cfg_.mlp_in_dim());
   alloc(a.mlp_act, BT_ * cfg_.mlp_act_dim());
 }
@@ -120,6 +120,18 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   DL_CHECK(seq_len <= cfg_.max_position, "sequence length %d exceeds the model's context (%d)", seq_len,
            cfg_.max_position);
   DL_CHECK(checkpointing.every >= 0, "activation checkpointing interval must be >= 0");
+  sp_ = tp_.active() && tp_.sequence_parallel;
+  rows_ = BT_;
+  if (sp_) {
+    const int n = tp_.plan->size();
+    DL_CHECK(BT_ >= n, "sequence parallelism needs at least %d tokens per micro-batch (batch x seq), got %lld", n,
+             (long long)BT_);
+    for (int r = 0; r < n; ++r) {
+      auto [b, e] = TensorParallelPlan::split(BT_, n, r);
+      row_counts_.push_back((e - b) * config.n_embd);
+      if (r == tp_.plan->rank()) row_begin_ = b, rows_ = e - b;
+    }
+  }
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
   const int64_t C = cfg_.n_embd;
   positions_.resize(BT_);
@@ -129,21 +141,27 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   layers_.resize(stage_.layers());
   bool any_checkpointed = false;
   for (int l = stage_.begin; l < stage_.end; ++l) {
-    alloc(inputs_[l - stage_.begin], BT_ * C);
+    alloc(inputs_[l - stage_.begin], rows_ * C);
     if (checkpointing_.applies(l))
       any_checkpointed = true;
     else
       alloc_acts(layers_[l - stage_.begin]);
   }
   if (any_checkpointed) alloc_acts(recompute_);
-  alloc(final_input_, BT_ * C);
+  alloc(final_input_, rows_ * C);
   if (stage_.last()) {
     alloc(final_norm_, BT_ * C);
-    alloc(final_mean_, BT_);
-    alloc(final_rstd_, BT_);
+    alloc(final_mean_, rows_);
+    alloc(final_rstd_, rows_);
     alloc(losses_, BT_);
   }
-  alloc(dresid_, BT_ * C);
+  alloc(dresid_, rows_ * C);
+  if (sp_) {
+    alloc(partial_, BT_ * C);
+    alloc(dfull_, BT_ * C);
+    alloc(dnorm_mine_, rows_ * C);
+    alloc(norm_grad_, 2 * C);
+  }
   alloc(dnorm_, BT_ * C);
   alloc(dqkv_, BT_ * cfg_.qkv_dim());
   alloc(dattn_, BT_ * cfg_.attn_dim());
@@ -165,21 +183,74 @@ size_t TrainGraph::activation_bytes() const {
   for (const auto& in : inputs_) n += in.size();
   n += final_input_.size() + final_norm_.size() + final_mean_.size() + final_rstd_.size() + losses_.size();
   n += dresid_.size() + dnorm_.size() + dqkv_.size() + dattn_.size() + dmlp_in_.size() + dmlp_act_.size() +
-       logits_chunk_.size() + kv_sum_.size();
+       logits_chunk_.size() + kv_sum_.size() + partial_.size() + dfull_.size() + dnorm_mine_.size() +
+       norm_grad_.size();
   n *= sizeof(float);
   for (const auto& a : layers_) n += a.bytes();
   return n + recompute_.bytes();
 }
 
 void TrainGraph::norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean,
-                              float* rstd) const {
-  const float* weight = first ? w.attn_norm_w : w.mlp_norm_w;
-  const float* bias = first ? w.attn_norm_b : w.mlp_norm_b;
+                              float* rstd) {
+  normalize(first ? w.attn_norm_w : w.mlp_norm_w, first ? w.attn_norm_b : w.mlp_norm_b, in, out, mean, rstd);
+}
+
+void TrainGraph::normalize(const float* weight, const float* bias, const float* in, float* out, float* mean,
+                           float* rstd) {
+  const int C = cfg_.n_embd;
+  float* mine = out + row_begin_ * C;
   if (cfg_.is_gpt2()) {
-    layernorm_forward(out, mean, rstd, in, weight, bias, BT_, cfg_.n_embd, cfg_.norm_eps);
+    layernorm_forward(mine, mean, rstd, in, weight, bias, rows_, C, cfg_.norm_eps);
   } else {
-    rmsnorm_forward(out, rstd, in, weight, BT_, cfg_.n_embd, cfg_.norm_eps);
+    rmsnorm_forward(mine, rstd, in, weight, rows_, C, cfg_.norm_eps);
   }
+  if (sp_) {
+    DL_PROFILE("tp.allgather");
+    tp_.comm->allgatherv(mine, out, row_counts_.data());
+  }
+}
+
+void TrainGraph::norm_backward(const float* weight, float* dweight, float* dbias, const float* dout, const float* in,
+                               const float* mean, const float* rstd) {
+  const int C = cfg_.n_embd;
+  // Under sequence parallelism this rank's rows give part of the parameters'
+  // gradient: computed apart (gradients accumulate over micro-steps) and summed.
+  float* dw = dweight;
+  float* db = dbias;
+  if (sp_) {
+    norm_grad_.zero();
+    dw = norm_grad_.data();
+    db = dbias ? dw + C : nullptr;
+  }
+  if (cfg_.is_gpt2()) {
+    layernorm_backward(dresid_.data(), dw, db, dout, in, weight, mean, rstd, rows_, C);
+  } else {
+    rmsnorm_backward(dresid_.data(), dw, dout, in, weight, rstd, rows_, C);
+  }
+  if (sp_) {
+    tp_.comm->allreduce_sum(norm_grad_.data(), db ? 2 * C : C);
+    add_inplace(dweight, dw, C);
+    if (dbias) add_inplace(dbias, db, C);
+  }
+}
+
+const float* TrainGraph::all_rows(const float* mine) {
+  if (!sp_) return mine;
+  DL_PROFILE("tp.allgather");
+  const int64_t C = cfg_.n_embd;
+  std::memcpy(dfull_.data() + row_begin_ * C, mine, sizeof(float) * rows_ * C);
+  tp_.comm->allgatherv(dfull_.data() + row_begin_ * C, dfull_.data(), row_counts_.data());
+  return dfull_.data();
+}
+
+const float* TrainGraph::reduce_input_grad() {
+  if (!sp_) {
+    tp_allreduce(dnorm_.data(), BT_ * cfg_.n_embd);
+    return dnorm_.data();
+  }
+  DL_PROFILE("tp.reduce_scatter");
+  tp_.comm->reduce_scatter_v(dnorm_.data(), dnorm_mine_.data(), row_counts_.data());
+  return dnorm_mine_.data();
 }
 
 namespace {
@@ -233,7 +304,7 @@ void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs
   }
   {
     DL_PROFILE("fwd.residual");
-    add_inplace(a.mid.data(), in, BT_ * C);
+    add_inplace(a.mid.data(), in, rows_ * C);
   }
   {
     DL_PROFILE("fwd.norm");
@@ -256,7 +327,7 @@ void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs
   }
   {
     DL_PROFILE("fwd.residual");
-    add_inplace(out, a.mid.data(), BT_ * C);
+    add_inplace(out, a.mid.data(), rows_ * C);
   }
 }
 
@@ -330,12 +401,8 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
   const int head_g = layout_.head_group(), embed_g = layout_.embed_group();
   const bool tied = layout_.head_uses_embedding();
   HeadTensors head = layout_.head_view(src.group_params(head_g), tied ? src.group_params(embed_g) : nullptr);
-  if (cfg_.is_gpt2()) {
-    layernorm_forward(final_norm_.data(), final_mean_.data(), final_rstd_.data(), final_input_.data(), head.norm_w,
-                      head.norm_b, BT_, C, cfg_.norm_eps);
-  } else {
-    rmsnorm_forward(final_norm_.data(), final_rstd_.data(), final_input_.data(), head.norm_w, BT_, C, cfg_.norm_eps);
-  }
+  normalize(head.norm_w, head.norm_b, final_input_.data(), final_norm_.data(), final_mean_.data(),
+            final_rstd_.data());
   valid_targets_ = 0;
   for (int64_t i = 0; i < BT_; ++i) valid_targets_ += targets[i] != kIgnoreIndex;
   normalizer_ = args.loss_normalizer > 0 ? args.loss_normalizer : valid_targets_;
@@ -372,7 +439,7 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
     matmul_backward_weight(dhead.lm_head, nullptr, logits, x, rows, C, V, WeightLayout::kOutIn);
   }
   // Each rank's vocabulary rows gave part of d(final norm output).
-  if (args.compute_grad) tp_allreduce(dnorm_.data(), BT_ * C);
+  if (args.compute_grad) final_dnorm_ = reduce_input_grad();
   double total = 0.0;
   for (int64_t i = 0; i < BT_; ++i) total += losses_[i];
   return normalizer_ > 0 ? static_cast<float>(total / static_cast<double>(normalizer_)) : 0.0f;
@@ -381,58 +448,49 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
 void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a) {
   const int C = cfg_.n_embd;
   const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
-  float* dresid = dresid_.data();  // d(layer output) on entry, d(layer input) on exit
+  // dresid_: d(layer output) on entry, d(layer input) on exit (this rank's rows).
 
   // MLP branch: out = mid + mlp_out(act(mlp_in(norm2(mid))))
+  const float* dout = all_rows(dresid_.data());
   {
     DL_PROFILE("bwd.matmul");
-    matmul_backward_input(dmlp_act_.data(), dresid, w.mlp_out_w, BT_, cfg_.mlp_act_dim(), C, lay);
+    matmul_backward_input(dmlp_act_.data(), dout, w.mlp_out_w, BT_, cfg_.mlp_act_dim(), C, lay);
   }
   {
     DL_PROFILE("bwd.matmul");
-    matmul_backward_weight(g.mlp_out_w, g.mlp_out_b, dresid, a.mlp_act.data(), BT_, cfg_.mlp_act_dim(), C, lay);
+    matmul_backward_weight(g.mlp_out_w, g.mlp_out_b, dout, a.mlp_act.data(), BT_, cfg_.mlp_act_dim(), C, lay);
   }
-  if (cfg_.is_gpt2()) {
-    {
+  {
     DL_PROFILE("bwd.activation");
-    gelu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_ * cfg_.mlp_act_dim());
-  }
-  } else {
-    {
-    DL_PROFILE("bwd.activation");
-    swiglu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_, cfg_.intermediate_size);
-  }
+    if (cfg_.is_gpt2())
+      gelu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_ * cfg_.mlp_act_dim());
+    else
+      swiglu_backward(dmlp_in_.data(), a.mlp_in.data(), dmlp_act_.data(), BT_, cfg_.intermediate_size);
   }
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_input(dnorm_.data(), dmlp_in_.data(), w.mlp_in_w, BT_, C, cfg_.mlp_in_dim(), lay);
-    tp_allreduce(dnorm_.data(), BT_ * C);
   }
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_weight(g.mlp_in_w, g.mlp_in_b, dmlp_in_.data(), a.norm2.data(), BT_, C, cfg_.mlp_in_dim(), lay);
   }
-  if (cfg_.is_gpt2()) {
-    {
+  {
+    const float* dnorm = reduce_input_grad();
     DL_PROFILE("bwd.norm");
-    layernorm_backward(dresid, g.mlp_norm_w, g.mlp_norm_b, dnorm_.data(), a.mid.data(), w.mlp_norm_w,
-                       a.norm2_mean.data(), a.norm2_rstd.data(), BT_, C);
-  }
-  } else {
-    {
-    DL_PROFILE("bwd.norm");
-    rmsnorm_backward(dresid, g.mlp_norm_w, dnorm_.data(), a.mid.data(), w.mlp_norm_w, a.norm2_rstd.data(), BT_, C);
-  }
+    norm_backward(w.mlp_norm_w, g.mlp_norm_w, g.mlp_norm_b, dnorm, a.mid.data(), a.norm2_mean.data(),
+                  a.norm2_rstd.data());
   }
 
   // Attention branch: mid = input + attn_out(attention(qkv(norm1(input))))
+  dout = all_rows(dresid_.data());
   {
     DL_PROFILE("bwd.matmul");
-    matmul_backward_input(dattn_.data(), dresid, w.attn_out_w, BT_, cfg_.attn_dim(), C, lay);
+    matmul_backward_input(dattn_.data(), dout, w.attn_out_w, BT_, cfg_.attn_dim(), C, lay);
   }
   {
     DL_PROFILE("bwd.matmul");
-    matmul_backward_weight(g.attn_out_w, g.attn_out_b, dresid, a.attn.data(), BT_, cfg_.attn_dim(), C, lay);
+    matmul_backward_weight(g.attn_out_w, g.attn_out_b, dout, a.attn.data(), BT_, cfg_.attn_dim(), C, lay);
   }
   AttentionArgs args = attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data());
   const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
@@ -444,14 +502,9 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, co
     attention_backward(args, AttentionGrads{dq, dk, dv, dattn_.data()});
   }
   if (!cfg_.is_gpt2()) {
-    {
     DL_PROFILE("bwd.rope");
     rope_apply(dq, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_.data(), rope_, true);
-  }
-    {
-    DL_PROFILE("bwd.rope");
     rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_.data(), rope_, true);
-  }
   }
   if (kv_sum_.size() != 0) sum_replicated_kv_grads(dk, dv);
   {
@@ -460,25 +513,17 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, co
   }
   if (kv_sum_.size() != 0 && tp_.plan->rank() % tp_.plan->kv_replicas() != 0) {
     // The replicated key/value heads' input gradient comes from one of their ranks
-    // only; the others' is summed in by the all-reduce below.
+    // only; the others' is summed in by the reduction below.
     for (int64_t r = 0; r < BT_; ++r) std::memset(dk + r * cfg_.qkv_dim(), 0, sizeof(float) * 2 * kv_off);
   }
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_input(dnorm_.data(), dqkv_.data(), w.qkv_w, BT_, C, cfg_.qkv_dim(), lay);
-    tp_allreduce(dnorm_.data(), BT_ * C);
   }
-  if (cfg_.is_gpt2()) {
-    {
+  {
+    const float* dnorm = reduce_input_grad();
     DL_PROFILE("bwd.norm");
-    layernorm_backward(dresid, g.attn_norm_w, g.attn_norm_b, dnorm_.data(), in, w.attn_norm_w,
-                       a.norm1_mean.data(), a.norm1_rstd.data(), BT_, C);
-  }
-  } else {
-    {
-    DL_PROFILE("bwd.norm");
-    rmsnorm_backward(dresid, g.attn_norm_w, dnorm_.data(), in, w.attn_norm_w, a.norm1_rstd.data(), BT_, C);
-  }
+    norm_backward(w.attn_norm_w, g.attn_norm_w, g.attn_norm_b, dnorm, in, a.norm1_mean.data(), a.norm1_rstd.data());
   }
 }
 
@@ -493,18 +538,13 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
     if (hooks && hooks->before_group_backward) hooks->before_group_backward(group);
   };
   if (stage_.last()) {
-    // Final norm: dnorm_ holds d(final_norm) from the head.
+    // Final norm: final_dnorm_ holds d(final_norm) from the head.
     const int head_g = layout_.head_group();
     HeadTensors head = layout_.head_view(src.group_params(head_g), nullptr);
     HeadTensors dhead = layout_.head_view(src.group_grads(head_g), nullptr);
     dresid_.zero();
-    if (cfg_.is_gpt2()) {
-      layernorm_backward(dresid_.data(), dhead.norm_w, dhead.norm_b, dnorm_.data(), final_input_.data(), head.norm_w,
-                         final_mean_.data(), final_rstd_.data(), BT_, C);
-    } else {
-      rmsnorm_backward(dresid_.data(), dhead.norm_w, dnorm_.data(), final_input_.data(), head.norm_w,
-                       final_rstd_.data(), BT_, C);
-    }
+    norm_backward(head.norm_w, dhead.norm_w, dhead.norm_b, final_dnorm_, final_input_.data(), final_mean_.data(),
+                  final_rstd_.data());
     ready(head_g);
   }
   // Otherwise dresid_ holds d(stage output), written by the caller.
@@ -524,12 +564,13 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
   if (!stage_.first()) return;  // dresid_ holds d(stage input)
   const int embed_g = layout_.embed_group();
   {
+    const float* dout = all_rows(dresid_.data());
     DL_PROFILE("bwd.embedding");
     if (hooks && hooks->embedding_backward) {
-      hooks->embedding_backward(dresid_.data(), tokens_.data(), positions_.data(), BT_);
+      hooks->embedding_backward(dout, tokens_.data(), positions_.data(), BT_);
     } else {
       EmbedTensors demb = layout_.embed_view(src.group_grads(embed_g));
-      embedding_backward(demb.wte, demb.wpe, dresid_.data(), tokens_.data(), positions_.data(), BT_, C);
+      embedding_backward(demb.wte, demb.wpe, dout, tokens_.data(), positions_.data(), BT_, C);
     }
   }
   ready(embed_g);
@@ -548,9 +589,16 @@ void TrainGraph::row_parallel_forward(float* out, const float* in, const float* 
     matmul_forward(out, in, w, b, BT_, in_dim, C, lay);
     return;
   }
-  matmul_forward(out, in, w, nullptr, BT_, in_dim, C, lay);
-  tp_allreduce(out, BT_ * C);
-  if (b) parallel_for(0, BT_, [&](int64_t r) { add_inplace(out + r * C, b, C); });
+  if (sp_) {
+    // out holds this rank's rows: the sum of every rank's partial product of them.
+    matmul_forward(partial_.data(), in, w, nullptr, BT_, in_dim, C, lay);
+    DL_PROFILE("tp.reduce_scatter");
+    tp_.comm->reduce_scatter_v(partial_.data(), out, row_counts_.data());
+  } else {
+    matmul_forward(out, in, w, nullptr, BT_, in_dim, C, lay);
+    tp_allreduce(out, BT_ * C);
+  }
+  if (b) parallel_for(0, rows_, [&](int64_t r) { add_inplace(out + r * C, b, C); });
 }
 
 void TrainGraph::embed_forward(const EmbedTensors& emb, const int32_t* tokens, float* out) {
@@ -560,11 +608,17 @@ void TrainGraph::embed_forward(const EmbedTensors& emb, const int32_t* tokens, f
     return;
   }
   // Each token's row comes from the one rank holding it; positions are replicated,
-  // so they are added after the sum (once).
-  embedding_forward(out, tokens, positions_.data(), emb.wte, nullptr, BT_, C);
-  tp_allreduce(out, BT_ * C);
+  // so they are added after the sum (once). Sequence parallel: to the rows' owners.
+  if (sp_) {
+    embedding_forward(partial_.data(), tokens, positions_.data(), emb.wte, nullptr, BT_, C);
+    tp_.comm->reduce_scatter_v(partial_.data(), out, row_counts_.data());
+  } else {
+    embedding_forward(out, tokens, positions_.data(), emb.wte, nullptr, BT_, C);
+    tp_allreduce(out, BT_ * C);
+  }
+  const int32_t* positions = positions_.data() + row_begin_;
   if (emb.wpe)
-    parallel_for(0, BT_, [&](int64_t r) { add_inplace(out + r * C, emb.wpe + int64_t(positions_[r]) * C, C); });
+    parallel_for(0, rows_, [&](int64_t r) { add_inplace(out + r * C, emb.wpe + int64_t(positions[r]) * C, C); });
 }
 
 void TrainGraph::sum_replicated_kv_grads(float* dk, float* dv) {

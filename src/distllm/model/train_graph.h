@@ -31,6 +31,14 @@
 // shard's flat buffers (the plan's local layout). The embedding_backward hook
 // receives token ids of this rank's rows (-1 for tokens another rank holds).
 //
+// Sequence parallelism (Megatron-SP, with tensor parallelism): the residual stream
+// and the norms run on 1/tp of the B*T rows per rank; each norm's output is
+// all-gathered before the column-parallel linear, and each row-parallel output is
+// reduce-scattered to the rows' owners instead of all-reduced (the same bytes as
+// the all-reduce, which is a reduce-scatter plus an all-gather). Backward mirrors
+// it; the norms' parameter gradients, computed from a rank's rows, are summed over
+// the group. The residual activations kept for backward shrink by tp.
+//
 // Pipeline parallelism (stage_range.h): given a stage, the graph holds and runs only
 // that stage's layers (and the embedding on the first stage, the final norm and
 // head on the last), and visits only their groups. A stage after the first starts
@@ -93,6 +101,7 @@ struct ActivationCheckpointing {
 struct TensorParallel {
   const TensorParallelPlan* plan = nullptr;
   TensorParallelComm* comm = nullptr;
+  bool sequence_parallel = false;
   bool active() const { return plan != nullptr && plan->size() > 1; }
 };
 
@@ -150,10 +159,16 @@ class TrainGraph {
   ModelConfig cfg_;  // the shard's sizes under tensor parallelism
   ParamLayout layout_;
   TensorParallel tp_;
+  bool sp_ = false;  // sequence parallel
   int vocab_;        // the whole vocabulary
   int B_, T_;
   int64_t BT_;
   StageRange stage_;  // the whole model unless pipelined
+  // Rows of the residual stream this rank holds: all BT_, or under sequence
+  // parallelism [row_begin_, row_begin_ + rows_); row_counts_ are every rank's
+  // rows x C (the collectives' block sizes).
+  int64_t rows_ = 0, row_begin_ = 0;
+  std::vector<int64_t> row_counts_;
   ActivationCheckpointing checkpointing_;
   kernels::RopeTable rope_;
   std::vector<int32_t> positions_;  // [BT]: t for each row
@@ -170,6 +185,11 @@ class TrainGraph {
   // Scratch for backward and the head.
   AlignedBuffer<float> dresid_, dnorm_, dqkv_, dattn_, dmlp_in_, dmlp_act_, logits_chunk_;
   AlignedBuffer<float> kv_sum_;  // tp with replicated key/value heads: [BT, 2 * n_kv_head(all) * D]
+  // Sequence parallel: a row-parallel output before its reduce-scatter and a
+  // gathered gradient [BT, C]; this rank's rows of an input gradient; the norms'
+  // parameter gradients of one micro-step.
+  AlignedBuffer<float> partial_, dfull_, dnorm_mine_, norm_grad_;
+  const float* final_dnorm_ = nullptr;  // d(final norm output), this rank's rows
   int64_t valid_targets_ = 0;
   int64_t normalizer_ = 0;
   bool grad_pending_ = false;
@@ -177,7 +197,18 @@ class TrainGraph {
   void alloc_acts(LayerActs& a);
   LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer - stage_.begin]; }
   float* layer_input(int layer) { return inputs_[layer - stage_.begin].data(); }
-  void norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean, float* rstd) const;
+  // Norm of this rank's rows of `in` into out [BT, C] (all rows: gathered under
+  // sequence parallelism); norm_backward accumulates into dresid_ from this rank's
+  // rows of d(out).
+  void norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean, float* rstd);
+  void normalize(const float* weight, const float* bias, const float* in, float* out, float* mean, float* rstd);
+  void norm_backward(const float* weight, float* dweight, float* dbias, const float* dout, const float* in,
+                     const float* mean, const float* rstd);
+  // All BT rows of `mine` (this rank's rows: gathered under sequence parallelism).
+  const float* all_rows(const float* mine);
+  // The column-parallel input gradient in dnorm_ (all rows, a part of the sum on
+  // each tp rank) summed: this rank's rows of it.
+  const float* reduce_input_grad();
   void layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out);
   void layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a);
   float head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args);

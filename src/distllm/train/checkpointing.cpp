@@ -8,16 +8,18 @@ namespace distllm {
 
 using nlohmann::json;
 
-TrainCheckpointer::TrainCheckpointer(DataParallel& dp, CheckpointOptions options, json training_flags)
+TrainCheckpointer::TrainCheckpointer(DataParallel& dp, CheckpointOptions options, json training_flags,
+                                     comm::ProcessGroupPtr world)
     : dp_(dp), options_(std::move(options)), training_(std::move(training_flags)) {
   DL_CHECK(options_.every >= 0, "--checkpoint-every must be >= 0");
   DL_CHECK(options_.resume != "auto" || !options_.dir.empty(), "--resume auto needs --checkpoint-dir");
+  if (!world) world = dp_.world();
   // Saves may run on a background thread: their collectives get a communicator of
   // their own so they never interleave with training's.
-  if (dp_.world() && dp_.world()->size() > 1) {
-    comm::GroupOptions o = dp_.world()->options();
+  if (world && world->size() > 1) {
+    comm::GroupOptions o = world->options();
     o.name = "checkpoint";
-    group_ = dp_.world()->split(0, dp_.world()->rank(), o);
+    group_ = world->split(0, world->rank(), o);
   }
   const std::string dir = options_.dir.empty() ? std::string(".") : options_.dir;
   store_ = std::make_unique<checkpoint::CheckpointStore>(dir, group_, options_.retention);
@@ -53,7 +55,7 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
                  {"next_lr", o.schedule.at(trainer.steps_done())}}}};
   m.states = {"param", "exp_avg", "exp_avg_sq"};
   // Randomness is counter-based: a rank's generator state is (seed, stream, position).
-  r.rank_state = {{"rank", dp_.rank()},
+  r.rank_state = {{"rank", group_ ? group_->rank() : 0},
                   {"sampler", {{"seed", o.seed}, {"position", const_cast<Trainer&>(trainer).sampler().position()}}}};
   return r;
 }

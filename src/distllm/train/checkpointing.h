@@ -26,7 +26,9 @@ struct CheckpointOptions {
 class TrainCheckpointer {
  public:
   // Collective over the engine's world (creates the checkpoint's own communicator).
-  TrainCheckpointer(DataParallel& dp, CheckpointOptions options, nlohmann::json training_flags);
+  // `world`: every rank that writes (all ranks of a --mesh; default: dp's world).
+  TrainCheckpointer(DataParallel& dp, CheckpointOptions options, nlohmann::json training_flags,
+                    comm::ProcessGroupPtr world = nullptr);
   ~TrainCheckpointer();
 
   bool enabled() const { return !options_.dir.empty(); }

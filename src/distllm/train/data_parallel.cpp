@@ -233,7 +233,9 @@ void DataParallel::build_hooks() {
 
 std::string DataParallel::describe() const {
   std::string s = strprintf("%s, %d rank%s", strategy_name(pc_.strategy), world_size(), world_size() == 1 ? "" : "s");
-  if (tp_.active()) s += strprintf(" per tensor-parallel shard, tp %d", tp_.plan->size());
+  if (tp_.active())
+    s += strprintf(" per tensor-parallel shard, tp %d%s", tp_.plan->size(),
+                   tp_.sequence_parallel ? " with sequence parallelism" : "");
   if (pp_.active()) s += strprintf(" per pipeline stage (%s)", pp_.range.describe().c_str());
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
@@ -250,7 +252,7 @@ std::string DataParallel::describe() const {
 // Parameters
 
 void DataParallel::init_weights(uint64_t seed) {
-  if (tp_.plan || pp_.active()) {
+  if (whole_model_state()) {
     // The shard of the whole model's initial weights, so any tp or pp size trains
     // the same model (held whole for a moment).
     const ParamLayout whole = full_layout();
@@ -271,19 +273,21 @@ void DataParallel::init_weights(uint64_t seed) {
 
 ParamLayout DataParallel::full_layout() const { return tp_.plan ? tp_.plan->full_layout() : ParamLayout(config_); }
 
-void DataParallel::load_full(const float* full) {
+void DataParallel::whole_to_local(const float* whole, float* local) const {
   if (pp_.active()) {
-    AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
-    copy_common_tensors(full_layout(), full, layout_, stage.data());
-    load_shard(stage.data());
-    return;
+    copy_common_tensors(full_layout(), whole, layout_, local);
+  } else {
+    tp_.plan->full_to_local(whole, local);
   }
-  if (!tp_.plan) {
+}
+
+void DataParallel::load_full(const float* full) {
+  if (!whole_model_state()) {
     load_shard(full);
     return;
   }
   AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
-  tp_.plan->full_to_local(full, shard.data());
+  whole_to_local(full, shard.data());
   load_shard(shard.data());
 }
 
@@ -342,12 +346,14 @@ void DataParallel::gather_params_after_step() {
   }
 }
 
-void DataParallel::gather_full(float* out) {
+void DataParallel::gather_full(float* out) { gather_whole(master_, out); }
+
+void DataParallel::gather_whole(const float* owned_state, float* out) {
   if (pp_.active()) {
     // Each stage writes its tensors into a zeroed whole model (the tied table from
     // the first stage only) and one all-reduce over the stages assembles it.
     AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
-    gather_shard(stage.data());
+    gather_shard(owned_state, stage.data());
     const ParamLayout whole = full_layout();
     fill_zero(out, whole.total_size());
     copy_common_tensors(layout_, stage.data(), whole, out, pp_.range.first() ? -1 : whole.embed_group());
@@ -357,11 +363,11 @@ void DataParallel::gather_full(float* out) {
     return;
   }
   if (!tp_.plan) {
-    gather_shard(out);
+    gather_shard(owned_state, out);
     return;
   }
   AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
-  gather_shard(shard.data());
+  gather_shard(owned_state, shard.data());
   if (tp_.active()) {
     gather_tensor_parallel(*tp_.comm, *tp_.plan, shard.data(), out);
   } else {
@@ -369,17 +375,17 @@ void DataParallel::gather_full(float* out) {
   }
 }
 
-void DataParallel::gather_shard(float* out) {
+void DataParallel::gather_shard(const float* owned_state, float* out) {
   const int64_t total = layout_.total_size();
   if (plan_.ranks() == 1) {
-    copy_floats(out, master_, total);
+    copy_floats(out, owned_state, total);
     return;
   }
   for (const Bucket& b : buckets_) {
     const FlatRange part = owned_.intersect(b.range);
     float* dst = out + b.range.begin;
     float* mine = dst + plan_.offset_in(shard_rank_, b.range);
-    if (!part.empty()) copy_floats(mine, master_ + (part.begin - owned_.begin), part.size());
+    if (!part.empty()) copy_floats(mine, owned_state + (part.begin - owned_.begin), part.size());
     tracker_.blocking(b.range.size() * 4, [&] {
       shard_group_->allgatherv(mine, dst, plan_.counts(b.range), comm::DType::kF32);
     });
@@ -415,15 +421,24 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
+// Under tensor parallelism checkpoints hold the whole model's tensors, as one
+// process would write them, so they load at any tp size (and without tp): each rank
+// gathers the whole state (its dp shards, then its tp shards) and writes a
+// 1 / (dp x tp) range of it. That costs the whole state's memory on every rank for
+// the save's duration; resharding by tensor slices would avoid it.
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  DL_CHECK(!tp_.active(), "checkpoints of tensor-parallel training (--mesh with tp > 1) are not supported yet");
-  DL_CHECK(!pp_.active(), "checkpoints of pipeline-parallel training (--mesh with pp > 1) are not supported yet");
-  return checkpoint_spans(layout_);
+  return checkpoint_spans(whole_model_state() ? full_layout() : layout_);
 }
 
-nlohmann::json DataParallel::mesh_json() const { return {{"shard", shard_size()}, {"replicate", replicas()}}; }
+nlohmann::json DataParallel::mesh_json() const {
+  nlohmann::json j = {{"shard", shard_size()}, {"replicate", replicas()}};
+  if (tp_.plan) j["tp"] = tp_.plan->size();
+  if (pp_.active()) j["pp"] = pp_.range.stages;
+  return j;
+}
 
 checkpoint::ShardData DataParallel::checkpoint_shard() {
+  if (whole_model_state()) return whole_checkpoint_shard();
   // Replicas hold the same shard: replica k writes the k-th part of it.
   const int reps = replicas();
   const int rep = replicate_group_ ? replicate_group_->rank() : 0;
@@ -438,9 +453,44 @@ checkpoint::ShardData DataParallel::checkpoint_shard() {
   return d;
 }
 
+checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
+  const ParamLayout whole = full_layout();
+  const int64_t total = whole.total_size();
+  const float* states[3] = {master_, optimizer_->m(), optimizer_->v()};
+  for (int k = 0; k < 3; ++k) {
+    whole_state_[k].resize(static_cast<size_t>(total));
+    gather_whole(states[k], whole_state_[k].data());
+  }
+  // Every rank of the model's split (tp shards or pipeline stages) writes a part.
+  const int split = pp_.active() ? pp_.range.stages : tp_.plan->size();
+  const int writers = world_size() * split;
+  const int writer = rank() * split + (pp_.active() ? pp_.range.stage : tp_.plan->rank());
+  const FlatRange part = ShardPlan(total, writers).owned(writer);
+  checkpoint::ShardData d;
+  d.begin = part.begin;
+  d.end = part.end;
+  d.states = {{"param", whole_state_[0].data() + part.begin},
+              {"exp_avg", whole_state_[1].data() + part.begin},
+              {"exp_avg_sq", whole_state_[2].data() + part.begin}};
+  return d;
+}
+
 void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
   const std::vector<checkpoint::ParamSpan> spans = param_spans();
-  if (owned_.size() > 0) {
+  if (whole_model_state()) {
+    // Every rank reads the whole state and keeps its tp shard's (or pipeline
+    // stage's) owned range.
+    const ParamLayout whole_layout = full_layout();
+    AlignedBuffer<float> whole(static_cast<size_t>(whole_layout.total_size()));
+    AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
+    float* targets[3] = {master_, optimizer_->m(), optimizer_->v()};
+    const char* names[3] = {"param", "exp_avg", "exp_avg_sq"};
+    for (int k = 0; k < 3; ++k) {
+      reader.read(names[k], spans, 0, whole_layout.total_size(), whole.data());
+      whole_to_local(whole.data(), shard.data());
+      if (owned_.size() > 0) copy_floats(targets[k], shard.data() + owned_.begin, owned_.size());
+    }
+  } else if (owned_.size() > 0) {
     reader.read("param", spans, owned_.begin, owned_.end, master_);
     reader.read("exp_avg", spans, owned_.begin, owned_.end, optimizer_->m());
     reader.read("exp_avg_sq", spans, owned_.begin, owned_.end, optimizer_->v());
@@ -633,6 +683,17 @@ OptimizerResult DataParallel::optimizer_step(double lr) {
   gather_params_after_step();
   if (pc_.check_replicas) check_replicas();
   return r;
+}
+
+CommTime DataParallel::take_comm_time() {
+  CommTime t = tracker_.take();
+  if (tp_.active()) {
+    const TensorParallelComm::Totals tp = tp_.comm->take_totals();
+    t.busy_s += tp.seconds;
+    t.exposed_s += tp.seconds;
+    t.bytes += tp.bytes;
+  }
+  return t;
 }
 
 void DataParallel::allreduce_sum(double* values, int n) {

@@ -148,7 +148,8 @@ class DataParallel : public ParamSource {
   float* group_grads(int group) override;
 
   // ---- statistics ----
-  CommTime take_comm_time() { return tracker_.take(); }
+  // Includes the tensor-parallel collectives (blocking: all exposed).
+  CommTime take_comm_time();
   MemoryBreakdown memory() const;
   const AdamW& optimizer() const { return *optimizer_; }
   AdamW& optimizer() { return *optimizer_; }
@@ -200,13 +201,23 @@ class DataParallel : public ParamSource {
   void apply_sparse_embedding_grads();
   // Pipelines: the whole model's layout, and the tied embedding's gradient sum.
   ParamLayout full_layout() const;
+  // Tensor or pipeline parallelism: init, load, gather and checkpoints deal in the
+  // whole model's tensors; whole_to_local picks this rank's part of them.
+  bool whole_model_state() const { return tp_.plan != nullptr || pp_.active(); }
+  void whole_to_local(const float* whole, float* local) const;
   void sum_tied_embedding_grads();
 
   bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
   bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }
   void build_groups();
   void load_shard(const float* params);   // the flat buffer of layout()
-  void gather_shard(float* out);
+  // A state of the owned range (master_, the moments) gathered over the shard
+  // group into layout()'s flat buffer; gather_whole also over tp, into the whole
+  // model's layout.
+  void gather_shard(const float* owned_state, float* out);
+  void gather_whole(const float* owned_state, float* out);
+  checkpoint::ShardData whole_checkpoint_shard();
+  AlignedBuffer<float> whole_state_[3];  // tp checkpoints: the whole param, exp_avg, exp_avg_sq
   void allocate();
   void build_hooks();
   void gather_params_after_step();

@@ -14,13 +14,30 @@ std::string ModelParallelGroups::describe() const {
   return shape;
 }
 
+namespace {
+
+std::vector<std::pair<std::string, int>> parse(const std::string& mesh_text, int world_size) {
+  return comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+}
+
+}  // namespace
+
+int data_parallel_size(const std::string& mesh_text, int world_size) {
+  if (mesh_text.empty()) return world_size;
+  for (const auto& [name, n] : parse(mesh_text, world_size))
+    if (name == "dp") return n;
+  return 1;
+}
+
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
-                                               const ModelConfig& config) {
+                                               const ModelConfig& config, bool sequence_parallel) {
   ModelParallelGroups g;
   g.data_parallel = world;
+  g.sequence_parallel = sequence_parallel;
+  DL_CHECK(!sequence_parallel || !mesh_text.empty(), "--sequence-parallel needs a --mesh with tp > 1");
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
-  auto dims = comm::parse_mesh(mesh_text, world_size, {"dp", "tp", "pp", "cp"}, "dp");
+  auto dims = parse(mesh_text, world_size);
   int tp = 1, pp = 1;
   for (const auto& [name, n] : dims) {
     DL_CHECK(name != "cp" || n == 1, "--mesh %s: context parallelism (cp) is not supported yet (dp, tp and pp are)",
@@ -30,6 +47,7 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   }
   DL_CHECK(tp == 1 || pp == 1, "--mesh %s: tp and pp together are not supported yet (use one of them with dp)",
            mesh_text.c_str());
+  DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
   StageRange::split(config.n_layer, pp, 0);

@@ -28,16 +28,20 @@ struct ModelParallelGroups {
   comm::ProcessGroupPtr data_parallel;      // the world without a mesh (null for one process)
   std::optional<TensorParallelPlan> plan;   // tp > 1 only
   std::unique_ptr<comm::GroupTensorParallelComm> tp_comm;
-  PipelineStage pipeline;  // this rank's stage (pp > 1 only; the whole model otherwise)
+  bool sequence_parallel = false;  // Megatron-SP inside the tp group
+  PipelineStage pipeline;          // this rank's stage (pp > 1 only; the whole model otherwise)
 
-  TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get()}; }
+  TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get(), sequence_parallel}; }
   std::string describe() const;  // "dp=2 x tp=2"
 };
+
+// Data-parallel ranks of a --mesh on world_size ranks (world_size without a mesh).
+int data_parallel_size(const std::string& mesh_text, int world_size);
 
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
 // mesh that does not fit the world or the model (a head count tp cannot split, more
 // pipeline stages than layers).
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
-                                               const ModelConfig& config);
+                                               const ModelConfig& config, bool sequence_parallel = false);
 
 }  // namespace distllm

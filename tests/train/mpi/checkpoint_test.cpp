@@ -17,31 +17,6 @@ namespace {
 using namespace train_test;
 namespace fs = std::filesystem;
 
-// A directory every rank sees (rank 0 makes it); removed by rank 0 at the end.
-class SharedDir {
- public:
-  SharedDir() {
-    auto w = comm::world();
-    std::string path(256, '\0');
-    if (w->rank() == 0) {
-      char tmpl[] = "/tmp/distllm_ckpt_XXXXXX";
-      EXPECT_NE(mkdtemp(tmpl), nullptr);
-      path.assign(tmpl);
-      path.resize(256, '\0');
-    }
-    w->broadcast(path.data(), path.size(), comm::DType::kU8, 0);
-    path_ = path.c_str();
-  }
-  ~SharedDir() {
-    comm::world()->barrier();
-    if (comm::world()->rank() == 0) fs::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // The first n ranks of the world (fake hosts of 2 ranks for hsdp); null elsewhere.
 comm::ProcessGroupPtr first_ranks(int n, Strategy st) {
   std::vector<int> ranks;

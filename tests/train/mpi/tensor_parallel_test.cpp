@@ -18,6 +18,7 @@
 #include "distllm/model/transformer.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
+#include "distllm/train/checkpointing.h"
 #include "distllm/train/data_parallel.h"
 #include "distllm/train/trainer.h"
 #include "train_test_util.h"
@@ -25,7 +26,7 @@
 namespace distllm {
 namespace {
 
-constexpr int kB = 2, kT = 12;
+constexpr int kB = 2, kT = 11;  // 22 rows: sequence parallelism splits them unevenly by 3 and 4
 
 // gpt2: 12 heads of 3 (width 36), MLP 100 wide (splits unevenly by 3 and 4).
 ModelConfig gpt2_tp() {
@@ -78,8 +79,8 @@ double max_rel_diff(const float* a, const float* b, int64_t n, double floor) {
   return m;
 }
 
-void expect_parity(const ModelConfig& cfg, int tp) {
-  SCOPED_TRACE(cfg.describe() + " tp=" + std::to_string(tp));
+void expect_parity(const ModelConfig& cfg, int tp, bool sp = false) {
+  SCOPED_TRACE(cfg.describe() + " tp=" + std::to_string(tp) + (sp ? " sequence parallel" : ""));
   auto group = tp_group(tp);
   if (!group) return;
   std::vector<int32_t> tokens, targets;
@@ -96,7 +97,7 @@ void expect_parity(const ModelConfig& cfg, int tp) {
   comm::GroupTensorParallelComm comm(group);
   ShardBuffers shard(plan.local_layout());
   plan.full_to_local(whole.params(), shard.params.data());
-  TrainGraph graph(cfg, kB, kT, {}, TensorParallel{&plan, &comm});
+  TrainGraph graph(cfg, kB, kT, {}, TensorParallel{&plan, &comm, sp});
   ForwardArgs args;
   args.compute_grad = true;
   const float loss = graph.forward(shard, tokens.data(), targets.data(), args);
@@ -132,6 +133,14 @@ TEST(TensorParallelGraph, LlamaWithKeyValueHeadsReplicated) {
   if (comm::world()->size() >= 4) expect_parity(llama_tp(2), 4);
   for (int tp : {2, 3, 4})
     if (tp <= comm::world()->size()) expect_parity(llama_tp(1, /*tied=*/true), tp);
+}
+
+TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
+  for (int tp : {2, 3, 4})
+    if (tp <= comm::world()->size()) expect_parity(gpt2_tp(), tp, /*sp=*/true);
+  for (int tp : {2, 4})
+    if (tp <= comm::world()->size()) expect_parity(llama_tp(4), tp, true);
+  if (comm::world()->size() >= 4) expect_parity(llama_tp(1, /*tied=*/true), 4, true);
 }
 
 TEST(TensorParallelGraph, RefusesHeadCountsThatDoNotSplit) {
@@ -178,8 +187,13 @@ TEST(TensorParallelGraph, ShardsRoundTripAndTileTheModel) {
 
 // ---- training: DataParallel (any strategy on dp) over tensor-parallel shards ----
 
+using train_test::expect_same_training;
+using train_test::train_single;
+using TrainRun = train_test::Result;
+
 // dp x tp on the first dp * tp ranks (null elsewhere).
-std::optional<train_test::Result> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
+std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
+                                   ActivationCheckpointing checkpointing = {}) {
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
   if (!group) return std::nullopt;
@@ -187,12 +201,14 @@ std::optional<train_test::Result> train_mesh(const ModelConfig& cfg, int dp, int
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
   train_test::Job job;
+  job.checkpointing = checkpointing;
   TrainOptions o = train_test::options(job, train_test::kBatch);
-  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"),
+                      TensorParallel{&plan, &tp_comm, sp});
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
-  train_test::Result r;
+  TrainRun r;
   for (int i = 0; i < train_test::kSteps; ++i) {
     StepStats st = t.step();
     r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
@@ -202,11 +218,13 @@ std::optional<train_test::Result> train_mesh(const ModelConfig& cfg, int dp, int
   return r;
 }
 
-void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy) {
+void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
+                        ActivationCheckpointing checkpointing = {}) {
   if (dp * tp > comm::world()->size()) return;
-  const std::string what = strprintf("%s dp=%d tp=%d %s", cfg.describe().c_str(), dp, tp, strategy_name(strategy));
-  const train_test::Result ref = train_test::train_single(cfg, train_test::kBatch * dp);
-  if (auto got = train_mesh(cfg, dp, tp, strategy)) train_test::expect_same_training(cfg, ref, *got, what);
+  const std::string what = strprintf("%s dp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, tp,
+                                     strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
+  const TrainRun ref = train_single(cfg, train_test::kBatch * dp);
+  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing)) expect_same_training(cfg, ref, *got, what);
 }
 
 TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
@@ -218,6 +236,13 @@ TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
   expect_mesh_parity(llama_tp(1), 1, 4, Strategy::kNone);
 }
 
+TEST(TensorParallelTraining, SequenceParallelWithAndWithoutRecomputation) {
+  for (int tp : {2, 3}) expect_mesh_parity(gpt2_tp(), 1, tp, Strategy::kNone, /*sp=*/true);
+  expect_mesh_parity(llama_tp(4), 1, 4, Strategy::kNone, true, ActivationCheckpointing::parse("all"));
+  expect_mesh_parity(gpt2_tp(), 2, 2, Strategy::kZero2, true, ActivationCheckpointing::parse("every:2"));
+  expect_mesh_parity(llama_tp(2), 2, 2, Strategy::kZero3, true);
+}
+
 TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
   // dp=2 x tp=2 with every data-parallel strategy, both families.
   for (Strategy st : {Strategy::kDdp, Strategy::kZero1, Strategy::kZero2, Strategy::kZero3}) {
@@ -225,6 +250,86 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
     expect_mesh_parity(llama_tp(4), 2, 2, st);
   }
   expect_mesh_parity(llama_tp(1, /*tied=*/true), 2, 2, Strategy::kZero3);
+}
+
+// ---- checkpoints: whole-model tensors, so they load at any tp size ----
+
+// Trains dp x tp on the first ranks until `until` steps are done, resuming from
+// `dir` first when asked and saving there at `save_at`.
+TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strategy, int global_batch, const std::string& dir,
+                   int64_t until, int64_t save_at, bool resume) {
+  TrainRun r;
+  auto w = comm::world();
+  auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
+  if (!group) return r;
+  comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
+  TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
+  comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+  train_test::Job job;
+  TrainOptions o = train_test::options(job, global_batch / dp);
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
+  engine.init_weights(11);
+  engine.sync_parameters();
+  Trainer t(engine, train_test::dataset(), nullptr, o);
+  CheckpointOptions ck;
+  ck.dir = dir;
+  ck.every = save_at;
+  ck.resume = resume ? "auto" : "";
+  ck.async = false;
+  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
+  c.resume(t);
+  while (t.steps_done() < until) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
+    const std::string line = c.after_step(t, false);
+    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
+  }
+  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
+  engine.gather_full(r.params.data());
+  return r;
+}
+
+TEST(TensorParallelCheckpoint, LoadsAtAnotherTpSizeAndMesh) {
+  const int world = comm::world()->size();
+  constexpr int kGlobal = 4, kSave = 3, kSteps = 6;
+  struct Layout {
+    int dp, tp;
+    Strategy strategy;
+  };
+  // tp=2 -> tp=1 and back, and across meshes with sharded optimizer state.
+  const std::vector<std::pair<Layout, Layout>> moves = {
+      {{1, 2, Strategy::kNone}, {1, 1, Strategy::kNone}},
+      {{1, 1, Strategy::kNone}, {1, 2, Strategy::kNone}},
+      {{2, 2, Strategy::kZero3}, {1, 4, Strategy::kNone}},
+      {{1, 4, Strategy::kNone}, {2, 2, Strategy::kZero1}},
+  };
+  for (const ModelConfig& cfg : {gpt2_tp(), llama_tp(4)}) {
+    // One process, uninterrupted: steps kSave+1 .. kSteps and the parameters after.
+    TrainRun expected;
+    {
+      Transformer m(cfg);
+      m.init_weights(11);
+      train_test::Job job;
+      Trainer t(m, train_test::dataset(), nullptr, train_test::options(job, kGlobal));
+      for (int i = 0; i < kSteps; ++i) {
+        StepStats st = t.step();
+        if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
+      }
+      expected.params.assign(m.params(), m.params() + m.size());
+    }
+    for (const auto& [from, to] : moves) {
+      if (from.dp * from.tp > world || to.dp * to.tp > world) continue;
+      const std::string what = strprintf("%s dp%d x tp%d %s -> dp%d x tp%d %s", cfg.family_name().c_str(), from.dp,
+                                         from.tp, strategy_name(from.strategy), to.dp, to.tp,
+                                         strategy_name(to.strategy));
+      train_test::SharedDir dir;
+      checkpoint_leg(cfg, from.dp, from.tp, from.strategy, kGlobal, dir.path(), kSave, kSave, false);
+      TrainRun got = checkpoint_leg(cfg, to.dp, to.tp, to.strategy, kGlobal, dir.path(), kSteps, 0, true);
+      if (comm::world()->rank() >= to.dp * to.tp) continue;
+      ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - kSave)) << what << ": should resume at step 3";
+      expect_same_training(cfg, expected, got, what);
+    }
+  }
 }
 
 }  // namespace

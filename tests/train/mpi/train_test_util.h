@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +24,31 @@
 #include "distllm/train/trainer.h"
 
 namespace distllm::train_test {
+
+// A directory every rank sees (rank 0 makes it); removed by rank 0 at the end.
+class SharedDir {
+ public:
+  SharedDir() {
+    auto w = comm::world();
+    std::string path(256, '\0');
+    if (w->rank() == 0) {
+      char tmpl[] = "/tmp/distllm_ckpt_XXXXXX";
+      EXPECT_NE(mkdtemp(tmpl), nullptr);
+      path.assign(tmpl);
+      path.resize(256, '\0');
+    }
+    w->broadcast(path.data(), path.size(), comm::DType::kU8, 0);
+    path_ = path.c_str();
+  }
+  ~SharedDir() {
+    comm::world()->barrier();
+    if (comm::world()->rank() == 0) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 inline constexpr double kLossRel = 1e-5;
 inline constexpr double kParamRel = 1e-5;

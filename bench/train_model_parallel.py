@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Training with model parallelism vs data parallelism on the same cores.
+
+usage: bench/train_model_parallel.py [--preset gpt2-tiny] [--batch 8] [--seq 256]
+                                     [--steps 5] [--rounds 3] [--ranks 2]
+
+Runs `distllm bench train --json` for each layout in one run, interleaved over
+--rounds rounds, each with the same global batch (--batch sequences) on --ranks
+ranks x 1 thread:
+  single   one process, --ranks threads
+  ddp      --ranks ranks, data parallel
+  tp       --mesh tp=<ranks>       (tensor parallel)
+  tp+sp    --mesh tp=<ranks> --sequence-parallel
+and prints the median tokens/s, the ratio to ddp, communication per step and the
+peak memory per rank (MiB of the tracked buffers). Holds /tmp/distllm-bench.lock
+so no other benchmark runs at the same time.
+"""
+import argparse
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run(args, ranks, threads, extra, batch):
+    cmd = [args.distllm, "bench", "train", "--json", "--preset", args.preset, "--batch", str(batch),
+           "--seq", str(args.seq), "--steps", str(args.steps), "--warmup-steps", "2", "--threads", str(threads),
+           "--peak-size", "512"] + extra
+    if ranks > 1:
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-n", str(ranks)] + cmd
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--distllm", default=os.path.join(ROOT, "build", "release", "bin", "distllm"))
+    p.add_argument("--preset", default="gpt2-tiny")
+    p.add_argument("--batch", type=int, default=8, help="global batch (sequences per step)")
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--ranks", type=int, default=2)
+    args = p.parse_args()
+    n = args.ranks
+    layouts = {  # name: (ranks, threads per rank, flags, batch per data-parallel rank)
+        "single": (1, n, [], args.batch),
+        "ddp": (n, 1, ["--strategy", "ddp"], args.batch // n),
+        "tp": (n, 1, ["--mesh", f"tp={n}"], args.batch),
+        "tp+sp": (n, 1, ["--mesh", f"tp={n}", "--sequence-parallel"], args.batch),
+    }
+    results = {k: [] for k in layouts}
+    with open("/tmp/distllm-bench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for _ in range(args.rounds):
+            for name, (ranks, threads, extra, batch) in layouts.items():
+                results[name].append(run(args, ranks, threads, extra, batch))
+    ddp = statistics.median(r["tokens_per_s"] for r in results["ddp"])
+    print(f"{args.preset}, global batch {args.batch} x {args.seq}, {n} cores; medians of {args.rounds} rounds")
+    print(f"{'layout':8} {'tokens/s':>10} {'vs ddp':>7} {'comm ms/step':>13} {'peak MiB/rank':>14}")
+    for name, rs in results.items():
+        tok = statistics.median(r["tokens_per_s"] for r in rs)
+        comm = statistics.median(r["comm_ms"] for r in rs)
+        peak = statistics.median(max(x["peak_mem_mib"] for x in r["per_rank"]) for r in rs)
+        print(f"{name:8} {tok:10.0f} {tok / ddp:6.2f}x {comm:13.1f} {peak:14.1f}")
+
+
+if __name__ == "__main__":
+    main()
