@@ -74,7 +74,8 @@ struct OptimizerResult {
 // stage (as Megatron-LM does): optimizer_step first sums that table's gradients
 // between the first and last stage, so both copies take the same update. The
 // gradient norm adds every stage's part over the pp group (the tied table once).
-// init_weights, load_full and gather_full deal in the whole model.
+// init_weights, load_full, gather_full and checkpoints deal in the whole model
+// (as tensor parallelism does), so a pipeline checkpoint resumes at any pp size.
 class DataParallel : public ParamSource {
  public:
   // A model of `config` trained by `world` (null: one process, strategy none), and

@@ -2,7 +2,8 @@
 // single process does on the whole batch (m micro-batches x batch sequences):
 // losses, gradient norms and the final parameters, for both families (gpt2 with its
 // tied head, llama with GQA 3:1, untied and tied), GPipe and 1F1B, m = 1, 3 and 4,
-// layer counts the stages do not divide, and dp=2 x pp=2 with DDP at 4 ranks.
+// layer counts the stages do not divide, and dp=2 x pp=2 with DDP at 4 ranks; a
+// pipeline's checkpoint resumes at another pp size (or none) and continues exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "distllm/base/error.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/world.h"
+#include "distllm/train/checkpointing.h"
 #include "distllm/train/model_parallel_groups.h"
 #include "distllm/train/pipeline_parallel.h"
 #include "train_test_util.h"
@@ -134,6 +136,84 @@ TEST(PipelineParallel, EvaluationMatchesTheSingleProcess) {
   o.eval_batches = 3;
   Trainer single(model, train_test::dataset(), &train_test::dataset(), o);
   EXPECT_NEAR(got, single.evaluate(), 1e-5 * got);
+}
+
+// One leg of a checkpointed run on the first dp * pp ranks: m micro-batches a step
+// through the pipeline, or (pp = 1) m accumulation steps, which draw the same data
+// and, with every target valid, compute the same loss.
+Result checkpoint_leg(const ModelConfig& cfg, int dp, int pp, int m, const std::string& dir, int64_t until,
+                      int64_t save_at, bool resume) {
+  Result r;
+  auto w = comm::world();
+  auto group = w->split(w->rank() < dp * pp ? 0 : -1, w->rank());
+  if (!group) return r;
+  comm::DeviceMesh mesh(group, {{"dp", dp}, {"pp", pp}});
+  PipelineStage stage;
+  if (pp > 1) stage = {StageRange::split(cfg.n_layer, pp, mesh.coord("pp")), mesh.group("pp")};
+  train_test::Job job;
+  TrainOptions o = train_test::options(job, train_test::kBatch);
+  (pp > 1 ? o.micro_batches : o.grad_accum) = m;
+  DataParallel engine(cfg, train_test::config(dp > 1 ? Strategy::kDdp : Strategy::kNone), o.adamw, mesh.group("dp"),
+                      {}, stage);
+  engine.init_weights(11);
+  engine.sync_parameters();
+  Trainer t(engine, train_test::dataset(), nullptr, o);
+  CheckpointOptions ck;
+  ck.dir = dir;
+  ck.every = save_at;
+  ck.resume = resume ? "auto" : "";
+  ck.async = false;
+  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
+  c.resume(t);
+  while (t.steps_done() < until) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
+    const std::string line = c.after_step(t, false);
+    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
+  }
+  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
+  engine.gather_full(r.params.data());
+  return r;
+}
+
+TEST(PipelineParallelCheckpoint, ResumesAtAnotherPipelineSize) {
+  const int world = comm::world()->size();
+  constexpr int kM = 2, kSave = 3, kSteps = 6;
+  struct Layout {
+    int dp, pp;
+  };
+  // The global batch stays (dp is kept): pp=2 -> none, none -> pp=3, dp2 x pp2 -> dp2
+  // (DDP alone), pp=4 -> pp=2.
+  const std::vector<std::pair<Layout, Layout>> moves = {
+      {{1, 2}, {1, 1}}, {{1, 1}, {1, 3}}, {{2, 2}, {2, 1}}, {{1, 4}, {1, 2}}};
+  for (const ModelConfig& cfg : {with_layers(ModelFamily::kGpt2, 5), with_layers(ModelFamily::kLlama, 4)}) {
+    for (const auto& [from, to] : moves) {
+      if (from.dp * from.pp > world || to.dp * to.pp > world) continue;
+      // Uninterrupted, one process: the same data as dp ranks x m micro-batches.
+      Result expected;
+      {
+        Transformer model(cfg);
+        model.init_weights(11);
+        train_test::Job job;
+        TrainOptions o = train_test::options(job, train_test::kBatch * to.dp);
+        o.grad_accum = kM;
+        Trainer t(model, train_test::dataset(), nullptr, o);
+        for (int i = 0; i < kSteps; ++i) {
+          StepStats st = t.step();
+          if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
+        }
+        expected.params.assign(model.params(), model.params() + model.size());
+      }
+      const std::string what = strprintf("%s dp%d x pp%d -> dp%d x pp%d", cfg.family_name().c_str(), from.dp,
+                                         from.pp, to.dp, to.pp);
+      train_test::SharedDir dir;
+      checkpoint_leg(cfg, from.dp, from.pp, kM, dir.path(), kSave, kSave, false);
+      Result got = checkpoint_leg(cfg, to.dp, to.pp, kM, dir.path(), kSteps, 0, true);
+      if (comm::world()->rank() >= to.dp * to.pp) continue;
+      ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - kSave)) << what << ": should resume at step 3";
+      train_test::expect_same_training(cfg, expected, got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
+    }
+  }
 }
 
 TEST(PipelineParallel, RefusesWhatItDoesNotSupport) {
