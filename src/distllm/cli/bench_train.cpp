@@ -84,11 +84,11 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   int peak_n = static_cast<int>(args.get_int("peak-size", 2048, "matrix size for the sgemm peak measurement"));
   ParallelConfig pc;
   const std::string mesh =
-      args.get_string("mesh", "", "dp=D,tp=T or dp=D,pp=P: tensor-parallel groups or pipelines (see train)");
+      args.get_string("mesh", "", "dp=D,tp=T,cp=C or dp=D,pp=P: model-parallel mesh (see train)");
   const bool sequence_parallel = args.get_flag("sequence-parallel", "with --mesh tp=T: Megatron sequence parallelism");
   const int data_ranks = data_parallel_size(mesh, n);
-  pc.strategy = parse_strategy(
-      args.get_string("strategy", data_ranks > 1 ? "ddp" : "none", "none | ddp | zero1 | zero2 | zero3 | hsdp"));
+  pc.strategy = parse_strategy(args.get_string("strategy", gradient_reduction_size(mesh, n) > 1 ? "ddp" : "none",
+                                               "none | ddp | zero1 | zero2 | zero3 | hsdp"));
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB");
   pc.first_bucket_mb = args.get_double("first-bucket-mb", pc.first_bucket_mb, "first bucket size, MiB");
   pc.mixed_precision = parse_mixed_precision(args.get_string("mixed-precision", "fp32", "fp32 | bf16-comm | bf16"));
@@ -115,7 +115,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   TokenDataset data = TokenDataset::from_tokens(std::move(toks), static_cast<uint32_t>(cfg.vocab_size), "random");
 
   ModelParallelGroups groups = make_model_parallel_groups(mesh, world, cfg, sequence_parallel);
-  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.pipeline);
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
+                  groups.pipeline);
   dp.init_weights(1);
   dp.sync_parameters();
   Trainer trainer(dp, data, nullptr, o);

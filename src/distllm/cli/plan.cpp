@@ -2,6 +2,7 @@
 // estimated step time for a training job, per strategy; with --memory-gb, the
 // fastest strategy that fits.
 #include <cstdio>
+#include <cstdlib>
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
@@ -16,9 +17,11 @@ std::string mb(int64_t bytes) { return strprintf("%.1f", static_cast<double>(byt
 
 int run_plan(Args& args) {
   plan::PlanInput in;
-  in.world = static_cast<int>(args.get_int("world", 1, "data-parallel ranks"));
+  in.world = static_cast<int>(args.get_int("world", 1, "ranks (world / tp of them data parallel)"));
+  const std::string tp = args.get_string("tp", "1", "tensor-parallel size, or 'all': every size that splits the model");
+  in.sequence_parallel = args.get_flag("sequence-parallel", "with tp > 1: Megatron sequence parallelism");
   in.hosts = static_cast<int>(args.get_int("hosts", 1, "hosts the ranks span (hsdp shards inside a host)"));
-  in.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per rank"));
+  in.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per data-parallel rank"));
   in.seq = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
   in.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per optimizer step"));
   std::string strategy = args.get_string("strategy", "all", "ddp | zero1 | zero2 | zero3 | hsdp | none | all");
@@ -37,6 +40,15 @@ int run_plan(Args& args) {
   in.model = model_config_from_flags(args, "gpt2-124M", 0);
   if (args.help_or_finish()) return 0;
   DL_CHECK(in.world >= 1 && in.hosts >= 1 && in.world % in.hosts == 0, "--world must be a multiple of --hosts");
+  if (tp == "all") {
+    in.tp = 0;
+  } else {
+    char* end = nullptr;
+    const long v = std::strtol(tp.c_str(), &end, 10);
+    DL_CHECK(!tp.empty() && *end == '\0' && v >= 1 && v <= in.world && in.world % v == 0,
+             "--tp must be 'all' or a whole number dividing --world (%d), got '%s'", in.world, tp.c_str());
+    in.tp = static_cast<int>(v);
+  }
 
   plan::MachineRates rates;
   if (gemm > 0 && busbw > 0) {
@@ -52,20 +64,22 @@ int run_plan(Args& args) {
     rows = plan::compare(in, rates, limit);
   } else {
     in.parallel.strategy = parse_strategy(strategy);
+    DL_CHECK(in.tp >= 1, "--tp all needs --strategy all");
     rows.push_back(plan::estimate(in, rates, limit));
   }
   std::printf("model:  %s\n", in.model.describe().c_str());
-  std::printf("job:    %d rank%s on %d host%s, batch %d x %d tokens per rank, %d accumulation step(s), %s\n", in.world,
+  std::printf("job:    %d rank%s on %d host%s, batch %d x %d tokens per data-parallel rank, %d accumulation step(s), %s\n",
+              in.world,
               in.world == 1 ? "" : "s", in.hosts, in.hosts == 1 ? "" : "s", in.batch, in.seq, in.grad_accum,
               mixed_precision_name(in.parallel.mixed_precision));
   std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
               rates.busbw_gbs, rates.source.c_str());
-  std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (MB per rank)", "params",
+  std::printf("%-44s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (MB per rank)", "params",
               "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB", "step s", "exposed",
               "tok/s", limit > 0 ? "  fits" : "");
   for (const plan::Estimate& e : rows) {
     const plan::MemoryPlan& m = e.memory;
-    std::printf("%-38s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
+    std::printf("%-44s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
                 mb(m.params).c_str(), mb(m.master).c_str(), mb(m.grads).c_str(), mb(m.optimizer).c_str(),
                 mb(m.activations).c_str(), mb(m.gathered).c_str(), mb(m.comm_buffers).c_str(), mb(m.total()).c_str(),
                 e.comm_bytes / 1e6, e.step_s, e.exposed_comm_s, e.tokens_per_s,
@@ -79,7 +93,8 @@ int run_plan(Args& args) {
   return 0;
 }
 
-DISTLLM_REGISTER_COMMAND("plan", "memory, communication and step-time estimate per data-parallel strategy", run_plan);
+DISTLLM_REGISTER_COMMAND("plan", "memory, communication and step-time estimate per data- and tensor-parallel layout",
+                         run_plan);
 
 }  // namespace
 }  // namespace distllm

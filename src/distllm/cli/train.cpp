@@ -245,13 +245,14 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
   const std::string mesh_text = args.get_string(
-      "mesh", "", "dp=D,tp=T or dp=D,pp=P (any order): tensor-parallel groups of T consecutive ranks or P pipeline "
-                  "stages, data parallel (--strategy) across D of them; dp may be left out (default: every rank "
-                  "data parallel)");
+      "mesh", "", "dp=D,tp=T,cp=C or dp=D,pp=P (any order, the last varies fastest): tensor-parallel groups of T "
+                  "ranks, context-parallel rings of C ranks (ring attention; --seq a multiple of C), pipelines of P "
+                  "stages (--micro-batches, --pp-schedule), data parallel (--strategy) across D; dp may be left out "
+                  "(default: every rank data parallel)");
   const bool sequence_parallel = args.get_flag(
       "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
                            "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
-  std::string strategy = args.get_string("strategy", data_parallel_size(mesh_text, world_size) > 1 ? "ddp" : "none",
+  std::string strategy = args.get_string("strategy", gradient_reduction_size(mesh_text, world_size) > 1 ? "ddp" : "none",
                                          "none | ddp | zero1 | zero2 | zero3 | hsdp | auto (ask `distllm plan`)");
   ParallelConfig pc;
   pc.bucket_mb = args.get_double("bucket-mb", pc.bucket_mb, "gradient bucket size, MiB (see docs/training.md)");
@@ -364,7 +365,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
   DL_CHECK(groups.pipeline.active() || o.micro_batches == 1,
            "--micro-batches %d needs pipeline parallelism (--mesh pp=P); use --grad-accum otherwise", o.micro_batches);
-  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.pipeline);
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
+                  groups.pipeline);
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
     dp.load_full(loaded->params());
@@ -375,7 +377,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   const bool lead = rank == 0;
   // Tensor-parallel ranks share their batch: the data-parallel ranks count.
-  const int data_ranks = dp.world_size();
+  const int data_ranks = dp.data_ranks();
   const int micro_steps = groups.pipeline.active() ? o.micro_batches : o.grad_accum;
   const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * micro_steps * data_ranks;
   if (lead) {

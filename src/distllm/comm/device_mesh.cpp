@@ -52,6 +52,25 @@ int DeviceMesh::size(const std::string& dim) const { return dims_[index(dim)].se
 int DeviceMesh::coord(const std::string& dim) const { return coords_[index(dim)]; }
 const ProcessGroupPtr& DeviceMesh::group(const std::string& dim) const { return groups_[index(dim)]; }
 
+ProcessGroupPtr DeviceMesh::flatten(const std::vector<std::string>& dims) const {
+  std::vector<bool> inside(dims_.size(), false);
+  int key = 0;
+  std::string name;
+  for (const std::string& dim : dims) {
+    const size_t d = index(dim);
+    DL_CHECK(!inside[d], "DeviceMesh::flatten: dimension '%s' given twice", dim.c_str());
+    inside[d] = true;
+    key = key * dims_[d].second + coords_[d];
+    name += dim;
+  }
+  int color = 0;
+  for (size_t e = 0; e < dims_.size(); ++e)
+    if (!inside[e]) color = color * dims_[e].second + coords_[e];
+  GroupOptions o = parent_->options();
+  o.name = strprintf("%s/%s%d", parent_->name().c_str(), name.c_str(), color);
+  return parent_->split(color, key, o);
+}
+
 int DeviceMesh::rank_at(const std::vector<int>& coords) const {
   DL_CHECK(coords.size() == dims_.size(), "DeviceMesh::rank_at: %zu coordinates for %zu dimensions", coords.size(),
            dims_.size());

@@ -31,6 +31,11 @@ class DeviceMesh {
   std::vector<int> coords() const { return coords_; }
   // The group of ranks that differ from this one only along `dim`, ranked by it.
   const ProcessGroupPtr& group(const std::string& dim) const;
+  // Collective over the parent (every rank calls it, in the same order): the group
+  // of ranks that differ from this one only along `dims`, ranked by those
+  // coordinates in the order given (the last varies fastest). E.g. {"dp", "cp"}:
+  // the ranks a context-parallel job reduces its gradients over.
+  ProcessGroupPtr flatten(const std::vector<std::string>& dims) const;
   // Parent rank at the given coordinates.
   int rank_at(const std::vector<int>& coords) const;
   const ProcessGroupPtr& parent() const { return parent_; }

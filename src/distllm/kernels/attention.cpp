@@ -19,7 +19,10 @@ namespace {
 constexpr int kTile = 64;  // query rows per tile
 
 // Row r of a score tile covers keys [0, visible); later keys are masked.
-inline int visible_keys(const AttentionArgs& a, int query_row) { return a.kv_len - a.q_len + query_row + 1; }
+inline int visible_keys(const AttentionArgs& a, int query_row) {
+  const int64_t offset = a.query_offset >= 0 ? a.query_offset : a.kv_len - a.q_len;
+  return static_cast<int>(std::clamp<int64_t>(offset + query_row + 1, 0, a.kv_len));
+}
 
 struct TilePtrs {
   const float* q;
@@ -95,7 +98,7 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
       int kvh = static_cast<int>(task % a.n_kv_head);
       float* dk = g.dk + b * a.kv_batch_stride + static_cast<int64_t>(kvh) * D;
       float* dv = g.dv + b * a.kv_batch_stride + static_cast<int64_t>(kvh) * D;
-      for (int t = 0; t < a.kv_len; ++t) {
+      for (int t = 0; t < a.kv_len && !g.accumulate; ++t) {
         std::memset(dk + t * a.kv_row_stride, 0, sizeof(float) * D);
         std::memset(dv + t * a.kv_row_stride, 0, sizeof(float) * D);
       }
@@ -107,6 +110,7 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
           const float* dout = g.dout + b * a.out_batch_stride + i0 * a.out_row_stride + static_cast<int64_t>(h) * D;
           float* dq = g.dq + b * a.q_batch_stride + i0 * a.q_row_stride + static_cast<int64_t>(h) * D;
           const float* lse = a.lse + (static_cast<int64_t>(b) * a.n_head + h) * T + i0;
+          const float* delta = g.delta ? g.delta + (static_cast<int64_t>(b) * a.n_head + h) * T + i0 : nullptr;
           // P = exp(scale * Q K^T - lse), masked.
           scores(a, p, rows, cols, P);
           for (int r = 0; r < rows; ++r) {
@@ -125,7 +129,7 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
             float* prow = P + static_cast<int64_t>(r) * cols;
             float* drow = dP + static_cast<int64_t>(r) * cols;
             int vis = visible_keys(a, i0 + r);
-            float di = dot(prow, drow, vis);
+            float di = delta ? delta[r] : dot(prow, drow, vis);
             for (int j = 0; j < vis; ++j) drow[j] = prow[j] * (drow[j] - di);
             std::memset(drow + vis, 0, sizeof(float) * (cols - vis));
           }
@@ -134,7 +138,7 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
                       1.0f, dv, a.kv_row_stride);
           // dQ_tile = scale * dS · K[0:cols]
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, cols, a.scale, dP, cols, p.k,
-                      a.kv_row_stride, 0.0f, dq, a.q_row_stride);
+                      a.kv_row_stride, g.accumulate ? 1.0f : 0.0f, dq, a.q_row_stride);
           // dK[0:cols] += scale * dS^T · Q_tile
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, D, rows, a.scale, dP, cols, p.q, a.q_row_stride,
                       1.0f, dk, a.kv_row_stride);

@@ -20,6 +20,10 @@ struct AttentionArgs {
   // kv_len - q_len + r and sees keys [0, that position]. Training has q_len == kv_len.
   int q_len = 1;
   int kv_len = 1;
+  // Ring attention (context parallelism) attends to another rank's block of keys:
+  // query r then sees keys [0, query_offset + r] of this block (all of them when
+  // query_offset >= kv_len). -1: kv_len - q_len, the case above.
+  int query_offset = -1;
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
 
   // Element (b, t, h, d) of X lives at X + b*X_batch_stride + t*X_row_stride + h*head_dim + d.
@@ -36,14 +40,22 @@ struct AttentionArgs {
 
 void attention_forward(const AttentionArgs& a);
 
-// Gradients for the training case (q_len == kv_len). dq/dk/dv use the strides of
-// q/k/v respectively and are overwritten. `a.out` and `a.lse` must hold the forward
-// results; dout uses out's strides.
+// Gradients. dq/dk/dv use the strides of q/k/v respectively and are overwritten,
+// or added to with `accumulate`. `a.out` and `a.lse` must hold the forward results;
+// dout uses out's strides.
+//
+// For one block of a ring attention pass the whole attention's lse and `delta`
+// (rowsum(dO * O) of the whole attention's output, [batch, n_head, q_len]): the
+// block's probabilities are then its part of the whole softmax, and its gradients
+// its part of the whole gradient. Without delta the row sums come from this call's
+// probabilities (exact zero for a row that sees one key).
 struct AttentionGrads {
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
   const float* dout = nullptr;
+  const float* delta = nullptr;
+  bool accumulate = false;
 };
 void attention_backward(const AttentionArgs& a, const AttentionGrads& g);
 

@@ -104,19 +104,32 @@ StageRange graph_stage(const ModelConfig& config, const StageRange& stage) {
 
 }  // namespace
 
+namespace {
+
+int block_length(int seq_len, const ContextParallel& cp) {
+  DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
+  DL_CHECK(seq_len % cp.size() == 0,
+           "context parallelism splits each sequence into %d equal blocks: the sequence length %d must be a "
+           "multiple of %d",
+           cp.size(), seq_len, cp.size());
+  return seq_len / cp.size();
+}
+
+}  // namespace
+
 TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing,
-                       TensorParallel tp, StageRange stage)
+                       TensorParallel tp, ContextParallel cp, StageRange stage)
     : cfg_(graph_config(config, tp)),
       layout_(cfg_),
       tp_(tp),
+      cp_(cp),
       vocab_(config.vocab_size),
       B_(batch),
-      T_(seq_len),
-      BT_(static_cast<int64_t>(batch) * seq_len),
+      T_(block_length(seq_len, cp)),
+      BT_(static_cast<int64_t>(batch) * T_),
       stage_(graph_stage(config, stage)),
       checkpointing_(checkpointing) {
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
-  DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
   DL_CHECK(seq_len <= cfg_.max_position, "sequence length %d exceeds the model's context (%d)", seq_len,
            cfg_.max_position);
   DL_CHECK(checkpointing.every >= 0, "activation checkpointing interval must be >= 0");
@@ -135,7 +148,9 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
   const int64_t C = cfg_.n_embd;
   positions_.resize(BT_);
-  for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(i % T_);
+  // This rank's block of each sequence (all of it without context parallelism).
+  for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(cp_.rank() * T_ + i % T_);
+  if (cp_.active()) ring_ = std::make_unique<RingAttention>(cfg_, B_, T_, *cp_.comm);
   if (stage_.first()) tokens_.resize(BT_);
   inputs_.resize(stage_.layers());
   layers_.resize(stage_.layers());
@@ -186,6 +201,7 @@ size_t TrainGraph::activation_bytes() const {
        logits_chunk_.size() + kv_sum_.size() + partial_.size() + dfull_.size() + dnorm_mine_.size() +
        norm_grad_.size();
   n *= sizeof(float);
+  if (ring_) n += ring_->buffer_bytes();
   for (const auto& a : layers_) n += a.bytes();
   return n + recompute_.bytes();
 }
@@ -296,7 +312,10 @@ void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs
   }
   {
     DL_PROFILE("fwd.attention");
-    attention_forward(attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data()));
+    if (ring_)
+      ring_->forward(a.qkv.data(), a.attn.data(), a.lse.data());
+    else
+      attention_forward(attention_args(cfg_, B_, T_, a.qkv.data(), a.attn.data(), a.lse.data()));
   }
   {
     DL_PROFILE("fwd.matmul");
@@ -499,7 +518,10 @@ void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, co
   float* dv = dk + kv_off;
   {
     DL_PROFILE("bwd.attention");
-    attention_backward(args, AttentionGrads{dq, dk, dv, dattn_.data()});
+    if (ring_)
+      ring_->backward(a.qkv.data(), a.attn.data(), a.lse.data(), dattn_.data(), dqkv_.data());
+    else
+      attention_backward(args, AttentionGrads{dq, dk, dv, dattn_.data()});
   }
   if (!cfg_.is_gpt2()) {
     DL_PROFILE("bwd.rope");

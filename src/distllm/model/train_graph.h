@@ -39,6 +39,11 @@
 // it; the norms' parameter gradients, computed from a rank's rows, are summed over
 // the group. The residual activations kept for backward shrink by tp.
 //
+// Context parallelism (ring_attention.h): given its group's ring, the graph holds
+// T / cp consecutive tokens of each sequence (positions cp_rank * T / cp on), and
+// attention runs as ring attention over the group; everything else is per token.
+// forward() then takes this rank's [B, T / cp] slice of tokens and targets.
+//
 // Pipeline parallelism (stage_range.h): given a stage, the graph holds and runs only
 // that stage's layers (and the embedding on the first stage, the final norm and
 // head on the last), and visits only their groups. A stage after the first starts
@@ -54,11 +59,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/kernels/rope.h"
+#include "distllm/base/context_parallel_comm.h"
 #include "distllm/model/param_source.h"
+#include "distllm/model/ring_attention.h"
 #include "distllm/model/stage_range.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/model/transformer.h"
@@ -105,13 +113,23 @@ struct TensorParallel {
   bool active() const { return plan != nullptr && plan->size() > 1; }
 };
 
+// A context-parallel group's ring (outlives the graph).
+struct ContextParallel {
+  ContextParallelComm* comm = nullptr;
+  bool active() const { return comm != nullptr && comm->size() > 1; }
+  int size() const { return comm ? comm->size() : 1; }
+  int rank() const { return comm ? comm->rank() : 0; }
+};
+
 class TrainGraph {
  public:
+  // seq_len: the whole sequence (context parallelism gives this rank seq_len / cp).
   TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {},
-             TensorParallel tp = {}, StageRange stage = {});  // default: the whole model
+             TensorParallel tp = {}, ContextParallel cp = {},
+             StageRange stage = {});  // default: the whole model
 
   int batch() const { return B_; }
-  int seq_len() const { return T_; }
+  int seq_len() const { return T_; }  // tokens of each sequence this rank holds
 
   // Runs the forward pass on tokens/targets [B, T] and returns the summed
   // cross-entropy over targets that are not -100, divided by the normalizer (see
@@ -159,6 +177,8 @@ class TrainGraph {
   ModelConfig cfg_;  // the shard's sizes under tensor parallelism
   ParamLayout layout_;
   TensorParallel tp_;
+  ContextParallel cp_;
+  std::unique_ptr<RingAttention> ring_;  // context parallel
   bool sp_ = false;  // sequence parallel
   int vocab_;        // the whole vocabulary
   int B_, T_;

@@ -4,6 +4,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
 #include "distllm/model/param_layout.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/plan/plan.h"
 #include "distllm/train/shard_plan.h"
 
@@ -14,25 +15,30 @@ constexpr int64_t kF32 = 4;
 
 int64_t mib_to_floats(double mib) { return std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20) / 4)); }
 
-// What TrainGraph allocates for (batch, seq) with the given checkpointing.
-int64_t activation_bytes(const ModelConfig& c, int B, int T, const ActivationCheckpointing& ckpt) {
-  const int64_t BT = static_cast<int64_t>(B) * T, C = c.n_embd, V = c.vocab_size;
-  const int64_t per_layer = BT * C * 3 + BT * 4 + BT * c.qkv_dim() + BT * c.attn_dim() +
+// What TrainGraph allocates for (batch, seq) with the given checkpointing. `c` is
+// the (tensor-parallel shard's) config, `vocab` the whole vocabulary; R of the B*T
+// rows of the residual stream are this rank's (all, or 1/tp with sequence
+// parallelism, which also adds its gather/scatter buffers).
+int64_t activation_bytes(const ModelConfig& c, int vocab, int B, int T, int64_t R, bool sp,
+                         const ActivationCheckpointing& ckpt) {
+  const int64_t BT = static_cast<int64_t>(B) * T, C = c.n_embd;
+  const int64_t per_layer = BT * C * 2 + R * C + R * 4 + BT * c.qkv_dim() + BT * c.attn_dim() +
                             static_cast<int64_t>(B) * c.n_head * T + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
   int64_t floats = 0;
   int checkpointed = 0;
   for (int l = 0; l < c.n_layer; ++l) {
-    floats += BT * C;  // every layer's input is kept
+    floats += R * C;  // every layer's input is kept
     if (ckpt.applies(l))
       ++checkpointed;
     else
       floats += per_layer;
   }
   if (checkpointed > 0) floats += per_layer;  // one shared set for recomputation
-  floats += BT * C * 2 + BT * 3;              // final norm input/output, mean, rstd, losses
-  floats += BT * C * 2 + BT * c.qkv_dim() + BT * c.attn_dim() + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
-  const int64_t chunk = std::min(BT, std::max<int64_t>(64, (int64_t(256) << 20) / (V * 4)));
-  floats += chunk * V;
+  floats += R * C + BT * C + R * 2 + BT;      // final norm input/output, mean, rstd, losses
+  floats += R * C + BT * C + BT * c.qkv_dim() + BT * c.attn_dim() + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
+  if (sp) floats += 2 * BT * C + R * C;  // partial sums, gathered gradient, this rank's input gradient
+  const int64_t chunk = std::min(BT, std::max<int64_t>(64, (int64_t(256) << 20) / (int64_t(vocab) * 4)));
+  floats += chunk * c.vocab_size;
   return floats * kF32;
 }
 
@@ -55,15 +61,16 @@ double flops_per_token(const ModelConfig& c, int T, const ActivationCheckpointin
   return 6.0 * matmul + attn + recomputed * per_layer_fwd;
 }
 
-int shard_group_size(const PlanInput& in) {
+// Over the data-parallel ranks (world / tp).
+int shard_group_size(const PlanInput& in, int dp) {
   switch (in.parallel.strategy) {
     case Strategy::kNone:
     case Strategy::kDdp: return 1;
     case Strategy::kZero1:
     case Strategy::kZero2:
-    case Strategy::kZero3: return in.world;
+    case Strategy::kZero3: return dp;
     case Strategy::kHsdp:
-      return in.parallel.shard_size > 0 ? in.parallel.shard_size : std::max(1, in.world / std::max(1, in.hosts));
+      return in.parallel.shard_size > 0 ? in.parallel.shard_size : std::max(1, dp / std::max(1, in.hosts));
   }
   return 1;
 }
@@ -71,18 +78,25 @@ int shard_group_size(const PlanInput& in) {
 }  // namespace
 
 Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_limit_bytes) {
-  DL_CHECK(in.world >= 1 && in.batch >= 1 && in.seq >= 1 && in.grad_accum >= 1,
-           "plan: world, batch, seq and grad-accum must be positive");
-  DL_CHECK(in.parallel.strategy != Strategy::kNone || in.world == 1,
-           "plan: strategy none runs one process, but the world has %d ranks", in.world);
+  DL_CHECK(in.world >= 1 && in.batch >= 1 && in.seq >= 1 && in.grad_accum >= 1 && in.tp >= 1,
+           "plan: world, tp, batch, seq and grad-accum must be positive");
+  DL_CHECK(in.world % in.tp == 0, "plan: tp %d does not divide the %d ranks", in.tp, in.world);
+  const int dp = in.world / in.tp;
+  DL_CHECK(in.parallel.strategy != Strategy::kNone || dp == 1,
+           "plan: strategy none runs one data-parallel rank, but there are %d", dp);
   DL_CHECK(rates.gemm_gflops > 0 && rates.busbw_gbs > 0, "plan: rates must be positive");
-  ModelConfig cfg = in.model;
-  cfg.validate();
-  ParamLayout layout(cfg);
+  in.model.validate();
+  // The largest shard (the last rank's: balanced splits give it the remainders).
+  const TensorParallelPlan tp_plan(in.model, in.tp, in.tp - 1);
+  const ModelConfig& cfg = tp_plan.local();
+  const ParamLayout& layout = tp_plan.local_layout();
   const ParallelConfig& pc = in.parallel;
-  const int S = shard_group_size(in);
-  DL_CHECK(in.world % S == 0, "plan: the shard group size %d does not divide the %d ranks", S, in.world);
-  const int R = in.world / S;
+  const int S = shard_group_size(in, dp);
+  DL_CHECK(dp % S == 0, "plan: the shard group size %d does not divide the %d data-parallel ranks", S, dp);
+  const int R = dp / S;
+  const bool sp = in.sequence_parallel && in.tp > 1;
+  const int64_t BT = static_cast<int64_t>(in.batch) * in.seq;
+  const int64_t rows = sp ? (BT + in.tp - 1) / in.tp : BT;
   const int64_t total = layout.total_size();
   ShardPlan shards(total, S);
   const int64_t owned = shards.max_shard();
@@ -97,7 +111,7 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
   m.master = (pc.shards_params() || bf16_params) ? owned * kF32 : 0;
   m.grads = pc.shards_grads() ? owned * kF32 : total * kF32;
   m.optimizer = 2 * owned * kF32;
-  m.activations = activation_bytes(cfg, in.batch, in.seq, in.checkpointing);
+  m.activations = activation_bytes(cfg, in.model.vocab_size, in.batch, in.seq, rows, sp, in.checkpointing);
 
   // Gathered groups: the most alive at once as the graph walks the groups (the
   // current one, the prefetched next, a tied head's embedding).
@@ -151,8 +165,8 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
   }
   // The embedding rows reduced on their own (DataParallel): every rank's tokens, at
   // most the vocabulary, plus gpt2's positions.
-  if (in.world > 1) {
-    const int64_t tokens = std::min<int64_t>(cfg.vocab_size, static_cast<int64_t>(in.world) * in.batch * in.seq);
+  if (dp > 1) {
+    const int64_t tokens = std::min<int64_t>(cfg.vocab_size, static_cast<int64_t>(dp) * in.batch * in.seq);
     m.comm_buffers += (tokens + (cfg.is_gpt2() ? in.seq : 0)) * cfg.n_embd * kF32;
   }
   e.fits = memory_limit_bytes <= 0 || static_cast<double>(m.total()) <= memory_limit_bytes;
@@ -191,21 +205,49 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
       break;
     }
   }
-  e.comm_bytes = static_cast<int64_t>(bus);
-  e.comm_s = bus / (rates.busbw_gbs * 1e9);
+  // Tensor parallelism: per micro-batch, 4 all-reduces of [B*T, C] per layer (2 more
+  // per recomputed layer), the embedding's and the head's; blocking, so exposed.
+  double tp_bus = 0;
+  if (in.tp > 1) {
+    int recomputed = 0;
+    for (int l = 0; l < cfg.n_layer; ++l) recomputed += in.checkpointing.applies(l);
+    const double allreduces = 4.0 * cfg.n_layer + 2.0 * recomputed + 2.0;
+    tp_bus = allreduces * 2 * ring(in.tp) * static_cast<double>(BT) * cfg.n_embd * kF32 * K;
+  }
+  e.comm_bytes = static_cast<int64_t>(bus + tp_bus);
+  e.comm_s = (bus + tp_bus) / (rates.busbw_gbs * 1e9);
   const double tokens = static_cast<double>(in.batch) * in.seq * K;
-  e.compute_s = flops_per_token(cfg, in.seq, in.checkpointing) * tokens / (rates.gemm_gflops * 1e9);
-  e.exposed_comm_s = std::max(exposed_floor / (rates.busbw_gbs * 1e9), e.comm_s - e.compute_s);
+  e.compute_s = flops_per_token(in.model, in.seq, in.checkpointing) / in.tp * tokens / (rates.gemm_gflops * 1e9);
+  const double dp_comm_s = bus / (rates.busbw_gbs * 1e9);
+  e.exposed_comm_s = std::max(exposed_floor / (rates.busbw_gbs * 1e9), dp_comm_s - e.compute_s) +
+                     tp_bus / (rates.busbw_gbs * 1e9);
   e.step_s = e.compute_s + e.exposed_comm_s;
-  e.tokens_per_s = tokens * in.world / e.step_s;
+  e.tokens_per_s = tokens * dp / e.step_s;
   return e;
 }
 
 std::vector<Estimate> compare(const PlanInput& base, const MachineRates& rates, double memory_limit_bytes) {
+  if (base.tp == 0) {
+    // Every tensor-parallel size that divides the world and splits the model.
+    std::vector<Estimate> out;
+    for (int tp = 1; tp <= base.world; ++tp) {
+      if (base.world % tp != 0) continue;
+      try {
+        TensorParallelPlan check(base.model, tp, 0);
+      } catch (const Error&) {
+        continue;
+      }
+      PlanInput in = base;
+      in.tp = tp;
+      for (Estimate& e : compare(in, rates, memory_limit_bytes)) out.push_back(std::move(e));
+    }
+    return out;
+  }
   std::vector<Estimate> out;
+  const int dp = base.world / std::max(1, base.tp);
   std::vector<Strategy> strategies = {Strategy::kDdp, Strategy::kZero1, Strategy::kZero2, Strategy::kZero3};
-  if (base.world == 1) strategies = {Strategy::kNone, Strategy::kZero3};
-  if (base.hosts > 1 && base.world % base.hosts == 0) strategies.push_back(Strategy::kHsdp);
+  if (dp == 1) strategies = {Strategy::kNone, Strategy::kZero3};
+  if (base.hosts > 1 && dp % base.hosts == 0) strategies.push_back(Strategy::kHsdp);
   for (Strategy s : strategies) {
     PlanInput in = base;
     in.parallel.strategy = s;
@@ -237,6 +279,7 @@ Estimate recommend(const PlanInput& base, const MachineRates& rates, double memo
 
 std::string describe_choice(const Estimate& e) {
   std::string s = strategy_name(e.input.parallel.strategy);
+  if (e.input.tp > 1) s += strprintf(" x tp%d%s", e.input.tp, e.input.sequence_parallel ? "+sp" : "");
   if (e.input.checkpointing.every > 0) s += " + activation checkpointing " + e.input.checkpointing.describe();
   return s;
 }

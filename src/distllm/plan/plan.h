@@ -1,5 +1,6 @@
 // `distllm plan`: per-rank memory, communication and step time of a training job
-// under each data-parallel strategy, and the fastest strategy that fits.
+// under each data-parallel strategy, with tensor (and sequence) parallelism, and
+// the fastest layout that fits.
 //
 // Memory follows what DataParallel and TrainGraph allocate (category by category,
 // fp32 Adam: parameters 4Ψ, gradients 4Ψ, moments 8Ψ, split as the strategy
@@ -7,7 +8,11 @@
 // gradient buckets from the group and bucket sizes). Communication counts the
 // bytes each collective of a step moves; time divides them by the bus bandwidth and
 // the step's FLOPs by the GEMM rate, and charges only the communication that
-// cannot overlap computation.
+// cannot overlap computation. Tensor parallelism divides each layer's weights,
+// FLOPs and head-sized activations by tp and adds its all-reduces (four of B*T*C
+// per layer, one each for the embedding and the head's input gradient), which
+// block the computation, so all of their time is exposed. Sequence parallelism
+// moves the same bytes and divides the residual-stream activations by tp.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +27,11 @@ namespace distllm::plan {
 
 struct PlanInput {
   ModelConfig model;
-  int world = 1;
+  int world = 1;  // all ranks: world / tp data-parallel ranks
+  int tp = 1;     // tensor-parallel group size (0 in compare(): every size that splits the model)
+  bool sequence_parallel = false;
   int hosts = 1;  // hsdp: the default shard group is world / hosts
-  int batch = 8;  // per rank, per micro-batch
+  int batch = 8;  // per data-parallel rank, per micro-batch
   int seq = 256;
   int grad_accum = 1;
   ParallelConfig parallel;

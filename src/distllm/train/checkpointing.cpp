@@ -43,7 +43,7 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
                {"optimizer_steps", dp_.optimizer().steps_taken()},
                {"sampler_position", const_cast<Trainer&>(trainer).sampler().position()},
                {"seed", o.seed},
-               {"global_batch", o.batch * dp_.world_size()},
+               {"global_batch", o.batch * dp_.data_ranks()},
                {"seq", o.seq_len},
                {"grad_accum", o.grad_accum},
                {"lr_schedule",
@@ -84,7 +84,7 @@ int64_t TrainCheckpointer::resume(Trainer& trainer) {
   const int64_t step = t["step"].get<int64_t>();
   // The sampler's position counts this rank's batches; the data is the same global
   // batch sequence for any world size whose global batch matches.
-  const int64_t global_batch = trainer.options().batch * dp_.world_size();
+  const int64_t global_batch = trainer.options().batch * dp_.data_ranks();
   if (t.contains("global_batch") && t["global_batch"].get<int64_t>() != global_batch && dp_.rank() == 0)
     std::fprintf(stderr,
                  "warning: %s was written with a global batch of %lld sequences, this run uses %lld: the data "

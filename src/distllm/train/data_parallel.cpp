@@ -68,20 +68,24 @@ ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp, co
 }  // namespace
 
 DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-                           comm::ProcessGroupPtr world, TensorParallel tp, PipelineStage pp)
+                           comm::ProcessGroupPtr world, TensorParallel tp, ContextParallel cp, PipelineStage pp)
     : config_(config),
       layout_(shard_layout(config, tp, pp)),
       tp_(tp),
+      cp_(cp),
       pp_(std::move(pp)),
       pc_(parallel),
       world_(std::move(world)) {
   pc_.validate();
+  DL_CHECK(world_size() % cp_.size() == 0, "the data-parallel group (%d ranks) does not hold whole cp rings of %d",
+           world_size(), cp_.size());
   if (tp_.active())
     for (size_t k = 0; k < layout_.tensors().size(); ++k)
       norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
   if (pp_.active()) {
     // The tied copy of the embedding needs the gradients summed between two stages
     // in one full buffer, which the sharded strategies do not keep.
+    DL_CHECK(!cp_.active(), "context and pipeline parallelism together (cp > 1 and pp > 1) are not supported yet");
     DL_CHECK(pc_.strategy == Strategy::kNone || pc_.strategy == Strategy::kDdp,
              "--strategy %s with pipeline parallelism (pp > 1) is not supported yet: use ddp (or none) on dp",
              strategy_name(pc_.strategy));
@@ -594,6 +598,10 @@ void DataParallel::on_embedding_backward(const float* d_out, const int32_t* toke
   int64_t position_rows = 0;
   if (config_.is_gpt2())
     for (int64_t i = 0; i < rows; ++i) position_rows = std::max<int64_t>(position_rows, positions[i] + 1);
+  if (config_.is_gpt2() && cp_.active()) {
+    // The ranks of a cp ring hold different positions: agree on the rows reduced.
+    tracker_.blocking(8, [&] { world_->allreduce(&position_rows, 1, comm::DType::kI64, comm::ReduceOp::kMax); });
+  }
   std::vector<int32_t> index(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i)
     index[static_cast<size_t>(i)] =

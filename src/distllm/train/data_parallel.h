@@ -82,8 +82,10 @@ class DataParallel : public ParamSource {
   // with `tp` active, one tensor-parallel shard of it (plan and comm outlive this);
   // with `pp` active, one pipeline stage of it.
   // Parameters start at zero: call init_weights or load_full next.
+  // With `cp` active, `world` is the dp x cp group (flattened with cp fastest): its
+  // ranks reduce gradients together, and each cp ring shares its batches.
   DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-               comm::ProcessGroupPtr world, TensorParallel tp = {}, PipelineStage pp = {});
+               comm::ProcessGroupPtr world, TensorParallel tp = {}, ContextParallel cp = {}, PipelineStage pp = {});
   // One process training an existing model in place (its buffers are used).
   DataParallel(Transformer& model, const AdamWConfig& adamw);
   ~DataParallel() override;
@@ -93,7 +95,11 @@ class DataParallel : public ParamSource {
   const ModelConfig& config() const { return config_; }  // the whole model
   const ParamLayout& layout() const { return layout_; }   // of the flat buffers (a tp shard's)
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
   const PipelineStage& pipeline() const { return pp_; }
+  // The ranks drawing different batches: world ranks / cp.
+  int data_rank() const { return rank() / cp_.size(); }
+  int data_ranks() const { return world_size() / cp_.size(); }
   const ParallelConfig& parallel() const { return pc_; }
   int rank() const;        // in the world (0 for one process)
   int world_size() const;  // 1 for one process
@@ -167,6 +173,7 @@ class DataParallel : public ParamSource {
   ModelConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
+  ContextParallel cp_;
   PipelineStage pp_;
   // Per layout tensor, its weight in the gradient norm (see TensorParallelPlan::
   // norm_weight; 0 for a pipeline's second copy of a tied embedding); empty: all 1.

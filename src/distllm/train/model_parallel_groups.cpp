@@ -1,5 +1,7 @@
 #include "distllm/train/model_parallel_groups.h"
 
+#include <algorithm>
+
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
 
@@ -29,6 +31,14 @@ int data_parallel_size(const std::string& mesh_text, int world_size) {
   return 1;
 }
 
+int gradient_reduction_size(const std::string& mesh_text, int world_size) {
+  if (mesh_text.empty()) return world_size;
+  int n = 1;
+  for (const auto& [name, size] : parse(mesh_text, world_size))
+    if (name == "dp" || name == "cp") n *= size;
+  return n;
+}
+
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
                                                const ModelConfig& config, bool sequence_parallel) {
   ModelParallelGroups g;
@@ -38,22 +48,23 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
   auto dims = parse(mesh_text, world_size);
-  int tp = 1, pp = 1;
+  int tp = 1, cp = 1, pp = 1;
   for (const auto& [name, n] : dims) {
-    DL_CHECK(name != "cp" || n == 1, "--mesh %s: context parallelism (cp) is not supported yet (dp, tp and pp are)",
-             mesh_text.c_str());
     if (name == "tp") tp = n;
+    if (name == "cp") cp = n;
     if (name == "pp") pp = n;
   }
-  DL_CHECK(tp == 1 || pp == 1, "--mesh %s: tp and pp together are not supported yet (use one of them with dp)",
-           mesh_text.c_str());
+  DL_CHECK(pp == 1 || (tp == 1 && cp == 1),
+           "--mesh %s: pp together with tp or cp is not supported yet (use pp with dp only)", mesh_text.c_str());
   DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
   StageRange::split(config.n_layer, pp, 0);
   if (!world) return g;  // one process: a mesh of ones
   g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
-  g.data_parallel = g.mesh->group("dp");
+  const bool has_cp = std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.first == "cp"; });
+  g.data_parallel = has_cp ? g.mesh->flatten({"dp", "cp"}) : g.mesh->group("dp");
+  if (cp > 1) g.cp_comm = std::make_unique<comm::GroupContextParallelComm>(g.mesh->group("cp"));
   if (tp > 1) {
     g.plan.emplace(config, tp, g.mesh->coord("tp"));
     g.tp_comm = std::make_unique<comm::GroupTensorParallelComm>(g.mesh->group("tp"));

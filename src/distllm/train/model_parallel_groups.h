@@ -1,20 +1,27 @@
 // The groups a training job's --mesh makes: data-parallel ranks (what --strategy
-// spreads the model over) and the tensor-parallel group that splits each layer.
+// spreads the model over), the tensor-parallel group that splits each layer,
+// the context-parallel ring that splits each sequence, and the pipeline that splits
+// the layers into stages.
 //
 //   --mesh dp=2,tp=2 on 4 ranks: ranks {0,1} and {2,3} are tp groups (consecutive
 //   ranks, on one host under mpirun/srun), {0,2} and {1,3} the dp groups.
 //
-//   --mesh pp=2,dp=2 on 4 ranks: ranks {0,1} and {2,3} are the dp groups of stages
-//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage).
+// With context parallelism the ranks of a cp group hold blocks of the same
+// sequences and the same parameters, so gradients are reduced over dp x cp: that
+// flattened group is what `data_parallel` (DataParallel's world) is, while batches
+// are drawn per dp coordinate only.
 //
-// tp and pp together, and context parallelism (cp), are refused (not built yet),
-// so a job asking for them fails at start, not silently.
+//   --mesh pp=2,dp=2 on 4 ranks: ranks {0,1} and {2,3} are the dp groups of stages
+//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage). pp
+//   together with tp or cp is refused (not built yet), so a job asking for it fails
+//   at start, not silently.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "distllm/comm/context_parallel_comm.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/model/tensor_parallel.h"
@@ -25,18 +32,23 @@ namespace distllm {
 
 struct ModelParallelGroups {
   std::unique_ptr<comm::DeviceMesh> mesh;   // null: no --mesh (every rank data parallel)
-  comm::ProcessGroupPtr data_parallel;      // the world without a mesh (null for one process)
+  comm::ProcessGroupPtr data_parallel;      // dp (x cp); the world without a mesh (null for one process)
+  std::unique_ptr<comm::GroupContextParallelComm> cp_comm;  // cp > 1 only
   std::optional<TensorParallelPlan> plan;   // tp > 1 only
   std::unique_ptr<comm::GroupTensorParallelComm> tp_comm;
   bool sequence_parallel = false;  // Megatron-SP inside the tp group
   PipelineStage pipeline;          // this rank's stage (pp > 1 only; the whole model otherwise)
 
   TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get(), sequence_parallel}; }
+  ContextParallel context_parallel() const { return {cp_comm.get()}; }
   std::string describe() const;  // "dp=2 x tp=2"
 };
 
-// Data-parallel ranks of a --mesh on world_size ranks (world_size without a mesh).
+// Data-parallel ranks of a --mesh on world_size ranks (world_size without a mesh):
+// those that draw different batches.
 int data_parallel_size(const std::string& mesh_text, int world_size);
+// Ranks that reduce gradients together: dp x cp.
+int gradient_reduction_size(const std::string& mesh_text, int world_size);
 
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
 // mesh that does not fit the world or the model (a head count tp cannot split, more

@@ -33,7 +33,7 @@ PipelineParallel::~PipelineParallel() = default;
 void PipelineParallel::ensure_slots(int n) {
   while (static_cast<int>(extra_.size()) + 1 < n)
     extra_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.seq_len(), checkpointing_,
-                                                  engine_.tensor_parallel(), range_));
+                                                  engine_.tensor_parallel(), engine_.context_parallel(), range_));
 }
 
 size_t PipelineParallel::activation_bytes() const {
@@ -141,10 +141,18 @@ void PipelineParallel::sum_over_stages(double* values, int n) {
 }
 
 std::vector<double> PipelineParallel::stage_bubbles() {
-  double mine = timing_.bubble();
-  std::vector<double> all(static_cast<size_t>(range_.stages));
-  group_->allgather(&mine, all.data(), 1, comm::DType::kF64);
-  return all;
+  // The stages start a step together (the previous step's gradient norm is summed
+  // over them); the slowest one's schedule time is the step's makespan, and each
+  // stage's idle share is of that (the last stage is done before the first).
+  const double mine[2] = {timing_.compute_s, timing_.schedule_s};
+  std::vector<double> all(2 * static_cast<size_t>(range_.stages));
+  group_->allgather(mine, all.data(), 2, comm::DType::kF64);
+  double makespan = 0;
+  for (int s = 0; s < range_.stages; ++s) makespan = std::max(makespan, all[2 * static_cast<size_t>(s) + 1]);
+  std::vector<double> bubbles;
+  for (int s = 0; s < range_.stages; ++s)
+    bubbles.push_back(makespan > 0 ? 1.0 - all[2 * static_cast<size_t>(s)] / makespan : 0.0);
+  return bubbles;
 }
 
 }  // namespace distllm

@@ -15,8 +15,9 @@
 // one process's on the whole batch. Data-parallel reductions run in the backward of
 // the last micro-batch (the last pass on every stage of both schedules).
 //
-// Each step also measures the stage's bubble: the share of the schedule's wall time
-// not spent in forward or backward passes (waiting for neighbours, and sending).
+// Each step also measures every stage's bubble: the share of the step's schedule
+// (from the common start to the last stage to finish) it spends outside forward
+// and backward passes (waiting for neighbours, and sending).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,6 @@ namespace distllm {
 struct PipelineTiming {
   double schedule_s = 0;  // the schedule's wall time on this stage
   double compute_s = 0;   // of which forward and backward passes
-  double bubble() const { return schedule_s > 0 ? 1.0 - compute_s / schedule_s : 0.0; }
 };
 
 class PipelineParallel {

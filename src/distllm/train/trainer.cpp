@@ -46,7 +46,7 @@ Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDat
     : engine_(&engine),
       options_(std::move(options)),
       graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing, engine.tensor_parallel(),
-             engine.pipeline().range) {
+             engine.context_parallel(), engine.pipeline().range) {
   if (engine.pipeline().active()) {
     DL_CHECK(options_.grad_accum == 1,
              "--grad-accum %d with pipeline parallelism: use --micro-batches (the pipeline's micro-batches)",
@@ -61,7 +61,7 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
   if (options_.schedule.total_steps <= 1) options_.schedule.total_steps = options_.steps;
   options_.validate();
   const int vocab = engine_->config().vocab_size;
-  const int rank = engine_->rank(), world = engine_->world_size();
+  const int rank = engine_->data_rank(), world = engine_->data_ranks();
   train.check_tokens_below(vocab);
   sampler_ = std::make_unique<BatchSampler>(train, options_.batch, options_.seq_len, options_.seed, rank, world);
   if (val != nullptr) {
@@ -73,6 +73,8 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
              std::max(micro_steps(), pipeline_ ? options_.eval_batches : 1);
   tokens_.resize(n);
   targets_.resize(n);
+  block_tokens_.resize(static_cast<size_t>(options_.batch) * graph_.seq_len());
+  block_targets_.resize(block_tokens_.size());
   started_ = now_seconds();
 }
 
@@ -86,9 +88,11 @@ StepStats Trainer::step() {
   // targets over all ranks, which one small all-reduce gives for the whole step.
   std::vector<int64_t> valid(K);
   for (int m = 0; m < K; ++m) {
-    int32_t* tgt = targets_.data() + m * per_micro;
-    sampler_->next(tokens_.data() + m * per_micro, tgt);
-    for (int64_t i = 0; i < per_micro; ++i) valid[m] += tgt[i] != kernels::kIgnoreIndex;
+    sampler_->next(tokens_.data() + m * per_micro, targets_.data() + m * per_micro);
+    slice_block(m);
+    const int32_t* tgt = graph_targets(m);
+    for (int64_t i = 0; i < static_cast<int64_t>(options_.batch) * graph_.seq_len(); ++i)
+      valid[m] += tgt[i] != kernels::kIgnoreIndex;
   }
   dp.allreduce_sum(valid.data(), K);
   double loss_sum = 0;
@@ -99,7 +103,8 @@ StepStats Trainer::step() {
     args.grad_scale = 1.0f / static_cast<float>(K);
     args.loss_normalizer = valid[m] > 0 ? valid[m] : 1;
     args.hooks = dp.hooks(true, sync);
-    loss_sum += graph_.forward(dp, tokens_.data() + m * per_micro, targets_.data() + m * per_micro, args);
+    slice_block(m);
+    loss_sum += graph_.forward(dp, graph_tokens(m), graph_targets(m), args);
     if (m == 0 && options_.before_backward) options_.before_backward(step_ + 1);
     graph_.backward(dp, args.hooks);
     dp.end_micro_step(sync);
@@ -130,7 +135,7 @@ StepStats Trainer::step() {
   s.lr = lr;
   s.grad_norm = opt.grad_norm;
   s.millis = timer.millis();
-  s.tokens_per_second = static_cast<double>(per_micro) * K * dp.world_size() / (s.millis / 1e3);
+  s.tokens_per_second = static_cast<double>(per_micro) * K * dp.data_ranks() / (s.millis / 1e3);
   s.comm = dp.take_comm_time();
   if (pipeline_) {
     s.stage_bubbles = pipeline_->stage_bubbles();
@@ -142,6 +147,28 @@ StepStats Trainer::step() {
     options_.steps = step_;
   }
   return s;
+}
+
+void Trainer::slice_block(int m) {
+  const ContextParallel& cp = engine_->context_parallel();
+  if (!cp.active()) return;
+  const int T = options_.seq_len, Tl = graph_.seq_len();
+  const int64_t base = static_cast<int64_t>(m) * options_.batch * T;
+  for (int b = 0; b < options_.batch; ++b) {
+    const int64_t from = base + static_cast<int64_t>(b) * T + static_cast<int64_t>(cp.rank()) * Tl;
+    std::copy_n(tokens_.data() + from, Tl, block_tokens_.data() + static_cast<int64_t>(b) * Tl);
+    std::copy_n(targets_.data() + from, Tl, block_targets_.data() + static_cast<int64_t>(b) * Tl);
+  }
+}
+
+const int32_t* Trainer::graph_tokens(int m) {
+  if (engine_->context_parallel().active()) return block_tokens_.data();
+  return tokens_.data() + static_cast<int64_t>(m) * options_.batch * options_.seq_len;
+}
+
+const int32_t* Trainer::graph_targets(int m) {
+  if (engine_->context_parallel().active()) return block_targets_.data();
+  return targets_.data() + static_cast<int64_t>(m) * options_.batch * options_.seq_len;
 }
 
 void Trainer::restore(int64_t step, uint64_t sampler_position) {
@@ -181,10 +208,11 @@ double Trainer::evaluate() {
   std::vector<double> sums(2 * static_cast<size_t>(E));
   for (int i = 0; i < E; ++i) {
     val_sampler_->next(tokens_.data(), targets_.data());
+    slice_block(0);
     ForwardArgs args;
     args.loss_normalizer = 1;  // returns the sum
     args.hooks = dp.hooks(false, false);
-    sums[2 * i] = graph_.forward(dp, tokens_.data(), targets_.data(), args);
+    sums[2 * i] = graph_.forward(dp, graph_tokens(0), graph_targets(0), args);
     sums[2 * i + 1] = static_cast<double>(graph_.valid_targets());
     dp.end_forward_only();
   }

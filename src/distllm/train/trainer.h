@@ -101,6 +101,13 @@ class Trainer {
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<BatchSampler> val_sampler_;
   std::vector<int32_t> tokens_, targets_;  // grad_accum micro-batches
+  // Context parallelism: this rank's block of one micro-batch's sequences.
+  std::vector<int32_t> block_tokens_, block_targets_;
+  // The tokens and targets the graph gets for micro-batch `m` (a block of each
+  // sequence under context parallelism).
+  const int32_t* graph_tokens(int m);
+  const int32_t* graph_targets(int m);
+  void slice_block(int m);
   int64_t step_ = 0;
   double started_ = 0;
   bool stopped_by_request_ = false;

@@ -56,7 +56,7 @@ std::optional<Result> train_pipeline(const ModelConfig& cfg, int dp, int pp, Pip
   o.pipeline_schedule = kind;
   o.eval_batches = 3;
   DataParallel engine(cfg, train_test::config(dp > 1 ? Strategy::kDdp : Strategy::kNone), o.adamw, mesh.group("dp"),
-                      {}, stage);
+                      {}, {}, stage);
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), &train_test::dataset(), o);
@@ -154,7 +154,7 @@ Result checkpoint_leg(const ModelConfig& cfg, int dp, int pp, int m, const std::
   TrainOptions o = train_test::options(job, train_test::kBatch);
   (pp > 1 ? o.micro_batches : o.grad_accum) = m;
   DataParallel engine(cfg, train_test::config(dp > 1 ? Strategy::kDdp : Strategy::kNone), o.adamw, mesh.group("dp"),
-                      {}, stage);
+                      {}, {}, stage);
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
@@ -229,19 +229,21 @@ TEST(PipelineParallel, RefusesWhatItDoesNotSupport) {
   };
   auto pair = w->split(w->rank() < 2 ? 0 : -1, w->rank());
   if (pair) {
-    // More stages than layers, ZeRO on dp, tp with pp.
+    // More stages than layers, ZeRO on dp; tp or cp with pp.
     expect_error([&] { make_model_parallel_groups("pp=2", pair, with_layers(ModelFamily::kGpt2, 1)); },
                  "pp=2 pipeline stages but the model has 1 layer");
     const ModelConfig cfg = with_layers(ModelFamily::kGpt2, 2);
     ModelParallelGroups g = make_model_parallel_groups("pp=2", pair, cfg);
-    expect_error([&] { DataParallel dp(cfg, train_test::config(Strategy::kZero1), AdamWConfig{}, g.data_parallel, {},
+    expect_error([&] { DataParallel dp(cfg, train_test::config(Strategy::kZero1), AdamWConfig{}, g.data_parallel, {}, {},
                                        g.pipeline); },
                  "--strategy zero1 with pipeline parallelism");
-    expect_error([&] { make_model_parallel_groups("cp=2", pair, cfg); }, "context parallelism (cp) is not supported");
   }
-  if (w->size() == 4)
+  if (w->size() == 4) {
     expect_error([&] { make_model_parallel_groups("tp=2,pp=2", w, with_layers(ModelFamily::kLlama, 2)); },
-                 "tp and pp together are not supported yet");
+                 "pp together with tp or cp is not supported yet");
+    expect_error([&] { make_model_parallel_groups("pp=2,cp=2", w, with_layers(ModelFamily::kLlama, 2)); },
+                 "pp together with tp or cp is not supported yet");
+  }
 }
 
 }  // namespace

@@ -16,10 +16,13 @@
 #include "distllm/comm/world.h"
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
+#include "distllm/base/memory_stats.h"
+#include "distllm/comm/context_parallel_comm.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/train/checkpointing.h"
 #include "distllm/train/data_parallel.h"
+#include "distllm/plan/plan.h"
 #include "distllm/train/trainer.h"
 #include "train_test_util.h"
 
@@ -143,6 +146,62 @@ TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
   if (comm::world()->size() >= 4) expect_parity(llama_tp(1, /*tied=*/true), 4, true);
 }
 
+// Context parallelism: each cp rank runs its block of every sequence with ring
+// attention; the sum of the ranks' losses and gradients is the single process's.
+void expect_context_parallel_parity(const ModelConfig& cfg, int cp, int T) {
+  SCOPED_TRACE(cfg.describe() + " cp=" + std::to_string(cp));
+  auto group = tp_group(cp);  // consecutive ranks, as for tp
+  if (!group) return;
+  CounterRng rng(9);
+  std::vector<int32_t> tokens(kB * T), targets(kB * T);
+  for (int i = 0; i < kB * T; ++i) {
+    tokens[i] = static_cast<int32_t>(rng.below(61));
+    targets[i] = i % 7 == 2 ? -100 : static_cast<int32_t>(rng.below(61));
+  }
+  int64_t valid = 0;
+  for (int32_t t : targets) valid += t != -100;
+  Transformer whole(cfg);
+  whole.init_weights(23);
+  whole.zero_grad();
+  TrainGraph ref(cfg, kB, T);
+  const float ref_loss = ref.forward(whole, tokens.data(), targets.data(), true);
+  ref.backward(whole);
+
+  comm::GroupContextParallelComm ring(group);
+  const int Tl = T / cp, r = group->rank();
+  std::vector<int32_t> my_tokens(kB * Tl), my_targets(kB * Tl);
+  for (int b = 0; b < kB; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      my_tokens[b * Tl + t] = tokens[b * T + r * Tl + t];
+      my_targets[b * Tl + t] = targets[b * T + r * Tl + t];
+    }
+  Transformer mine(cfg);
+  std::copy(whole.params(), whole.params() + whole.size(), mine.params());
+  mine.zero_grad();
+  TrainGraph graph(cfg, kB, T, {}, {}, ContextParallel{&ring});
+  EXPECT_EQ(graph.seq_len(), Tl);
+  ForwardArgs args;
+  args.compute_grad = true;
+  args.loss_normalizer = valid;  // the whole batch's, as data parallelism passes it
+  float loss = graph.forward(mine, my_tokens.data(), my_targets.data(), args);
+  graph.backward(mine);
+  group->allreduce(&loss, 1, comm::DType::kF32);
+  group->allreduce(mine.grads(), static_cast<size_t>(mine.size()), comm::DType::kF32);
+  EXPECT_NEAR(loss, ref_loss, 1e-6 * std::abs(ref_loss));
+  for (const ParamTensor& t : whole.layout().tensors()) {
+    const double d = max_rel_diff(mine.grads() + t.offset, whole.grads() + t.offset, t.numel, 1e-3);
+    EXPECT_LT(d, 1e-4) << t.name;
+  }
+}
+
+TEST(ContextParallelGraph, RingAttentionMatchesTheSingleProcess) {
+  for (int cp : {2, 3, 4}) {
+    if (cp > comm::world()->size()) continue;
+    expect_context_parallel_parity(gpt2_tp(), cp, 12);
+    expect_context_parallel_parity(llama_tp(4), cp, 12);  // GQA 3:1
+  }
+}
+
 TEST(TensorParallelGraph, RefusesHeadCountsThatDoNotSplit) {
   try {
     TensorParallelPlan plan(gpt2_tp(), 5, 0);
@@ -250,6 +309,61 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
     expect_mesh_parity(llama_tp(4), 2, 2, st);
   }
   expect_mesh_parity(llama_tp(1, /*tied=*/true), 2, 2, Strategy::kZero3);
+}
+
+TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
+  const int world = comm::world()->size();
+  ModelConfig cfg;
+  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
+  cfg.normalize();
+  std::vector<uint32_t> toks(50000);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
+  TokenDataset data = TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  struct Case {
+    int dp, tp;
+    bool sp;
+    Strategy strategy;
+  };
+  for (Case c : {Case{1, 2, false, Strategy::kNone}, Case{1, 2, true, Strategy::kNone},
+                 Case{1, 4, true, Strategy::kNone}, Case{2, 2, false, Strategy::kZero2}}) {
+    if (c.dp * c.tp > world) continue;
+    auto w = comm::world();
+    auto group = w->split(w->rank() < c.dp * c.tp ? 0 : -1, w->rank());
+    if (!group) continue;
+    comm::DeviceMesh mesh(group, {{"dp", c.dp}, {"tp", c.tp}});
+    TensorParallelPlan plan(cfg, c.tp, mesh.coord("tp"));
+    comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+    ParallelConfig pc;
+    pc.strategy = c.strategy;
+    pc.bucket_mb = 0.5, pc.first_bucket_mb = 0.25;
+    TrainOptions o;
+    o.batch = 4, o.seq_len = 32, o.steps = 2;
+    const int64_t base = MemoryStats::current();
+    int64_t measured = 0;
+    {
+      DataParallel engine(cfg, pc, o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm, c.sp});
+      engine.init_weights(1);  // holds the whole model for a moment: not a training cost
+      MemoryStats::reset_peak();
+      Trainer t(engine, data, nullptr, o);
+      t.step();
+      t.step();
+      measured = MemoryStats::peak() - base;
+    }
+    plan::PlanInput in;
+    in.model = cfg;
+    in.world = c.dp * c.tp, in.tp = c.tp, in.sequence_parallel = c.sp;
+    in.batch = o.batch, in.seq = o.seq_len;
+    in.parallel = pc;
+    const int64_t predicted = plan::estimate(in, plan::MachineRates{}).memory.total();
+    const double err = std::abs(static_cast<double>(predicted - measured)) / static_cast<double>(measured);
+    const std::string what = strprintf("dp%d x tp%d%s %s", c.dp, c.tp, c.sp ? "+sp" : "", strategy_name(c.strategy));
+    // The plan sizes the largest shard (ranks differ by the uneven vocabulary rows).
+    // Measured: within 0.1% for tp alone, 0.9% for dp2 x tp2 zero2.
+    EXPECT_LE(err, 0.10) << what << ": plan " << predicted << " B, measured " << measured << " B";
+    if (std::getenv("DISTLLM_TEST_VERBOSE") && w->rank() == 0)
+      std::fprintf(stderr, "memory %s: plan %lld measured %lld (%.1f%%)\n", what.c_str(), (long long)predicted,
+                   (long long)measured, 100 * err);
+  }
 }
 
 // ---- checkpoints: whole-model tensors, so they load at any tp size ----
