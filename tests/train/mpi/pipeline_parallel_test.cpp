@@ -143,10 +143,9 @@ TEST(PipelineParallel, EvaluationMatchesTheSingleProcess) {
 // and, with every target valid, compute the same loss.
 Result checkpoint_leg(const ModelConfig& cfg, int dp, int pp, int m, const std::string& dir, int64_t until,
                       int64_t save_at, bool resume) {
-  Result r;
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * pp ? 0 : -1, w->rank());
-  if (!group) return r;
+  if (!group) return {};
   comm::DeviceMesh mesh(group, {{"dp", dp}, {"pp", pp}});
   PipelineStage stage;
   if (pp > 1) stage = {StageRange::split(cfg.n_layer, pp, mesh.coord("pp")), mesh.group("pp")};
@@ -157,23 +156,7 @@ Result checkpoint_leg(const ModelConfig& cfg, int dp, int pp, int m, const std::
                       {}, {}, stage);
   engine.init_weights(11);
   engine.sync_parameters();
-  Trainer t(engine, train_test::dataset(), nullptr, o);
-  CheckpointOptions ck;
-  ck.dir = dir;
-  ck.every = save_at;
-  ck.resume = resume ? "auto" : "";
-  ck.async = false;
-  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
-  c.resume(t);
-  while (t.steps_done() < until) {
-    StepStats st = t.step();
-    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
-    const std::string line = c.after_step(t, false);
-    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
-  }
-  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
-  engine.gather_full(r.params.data());
-  return r;
+  return train_test::checkpointed_run(engine, o, group, dir, until, save_at, resume);
 }
 
 TEST(PipelineParallelCheckpoint, ResumesAtAnotherPipelineSize) {

@@ -372,10 +372,9 @@ TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
 // `dir` first when asked and saving there at `save_at`.
 TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strategy, int global_batch, const std::string& dir,
                    int64_t until, int64_t save_at, bool resume) {
-  TrainRun r;
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
-  if (!group) return r;
+  if (!group) return {};
   comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
@@ -384,23 +383,7 @@ TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strateg
   DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
   engine.init_weights(11);
   engine.sync_parameters();
-  Trainer t(engine, train_test::dataset(), nullptr, o);
-  CheckpointOptions ck;
-  ck.dir = dir;
-  ck.every = save_at;
-  ck.resume = resume ? "auto" : "";
-  ck.async = false;
-  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
-  c.resume(t);
-  while (t.steps_done() < until) {
-    StepStats st = t.step();
-    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
-    const std::string line = c.after_step(t, false);
-    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
-  }
-  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
-  engine.gather_full(r.params.data());
-  return r;
+  return train_test::checkpointed_run(engine, o, group, dir, until, save_at, resume);
 }
 
 TEST(TensorParallelCheckpoint, LoadsAtAnotherTpSizeAndMesh) {

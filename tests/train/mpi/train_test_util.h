@@ -20,6 +20,7 @@
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
 #include "distllm/comm/world.h"
+#include "distllm/train/checkpointing.h"
 #include "distllm/train/data_parallel.h"
 #include "distllm/train/trainer.h"
 
@@ -246,6 +247,31 @@ inline void expect_same_training(const ModelConfig& cfg, const Result& ref, cons
   EXPECT_LE(loss, tol.loss) << what;
   EXPECT_LE(norm, tol.norm) << what;
   EXPECT_LE(param, tol.params) << what;
+}
+
+// Trains `engine` (initialised) on `group`'s ranks until `until` steps are done,
+// resuming from the checkpoints in `dir` first when asked and saving there every
+// `save_at` steps; the losses and norms of the steps run, and the whole model after.
+inline Result checkpointed_run(DataParallel& engine, const TrainOptions& o, const comm::ProcessGroupPtr& group,
+                               const std::string& dir, int64_t until, int64_t save_at, bool resume) {
+  Result r;
+  Trainer t(engine, dataset(), nullptr, o);
+  CheckpointOptions ck;
+  ck.dir = dir;
+  ck.every = save_at;
+  ck.resume = resume ? "auto" : "";
+  ck.async = false;
+  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
+  c.resume(t);
+  while (t.steps_done() < until) {
+    StepStats st = t.step();
+    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
+    const std::string line = c.after_step(t, false);
+    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
+  }
+  r.params.resize(static_cast<size_t>(ParamLayout(engine.config()).total_size()));
+  engine.gather_full(r.params.data());
+  return r;
 }
 
 inline ParallelConfig config(Strategy s) {
