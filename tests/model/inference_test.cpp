@@ -88,8 +88,10 @@ TEST_P(Inference, MatchesTrainingForward) {
     den += full[(T - 1) * 211 + v] * full[(T - 1) * 211 + v];
   }
   // bf16 K/V: the rounding of K and V (relative 2^-9 per element) through two
-  // layers; measured 1.4e-4 (gpt2) and 2.1e-4 (llama) relative RMS.
-  EXPECT_LT(std::sqrt(num / den), kv() == DType::kF32 ? 1e-5 : 4e-4) << std::sqrt(num / den);
+  // layers; measured 1.4e-4 (gpt2) and 2.1e-4 (llama) relative RMS. int8 K/V (half
+  // a step of max|x| / 127 per slice): measured 3.8e-4 (gpt2) and 4.5e-4 (llama).
+  const double bound = kv() == DType::kF32 ? 1e-5 : kv() == DType::kBF16 ? 4e-4 : 1e-3;
+  EXPECT_LT(std::sqrt(num / den), bound) << std::sqrt(num / den);
 }
 
 TEST_P(Inference, BitIdenticalWhateverTheBatchChunkingOrThreads) {
@@ -182,26 +184,35 @@ TEST_P(Inference, RejectsBadBatches) {
 
 INSTANTIATE_TEST_SUITE_P(FamiliesAndKvDtypes, Inference,
                          ::testing::Combine(::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama),
-                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                                            ::testing::Values(DType::kF32, DType::kBF16, DType::kI8)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelFamily, DType>>& i) {
                            return std::string(std::get<0>(i.param) == ModelFamily::kGpt2 ? "gpt2_" : "llama_") +
                                   dtype_short_name(std::get<1>(i.param));
                          });
 
+// Position 9 of layer 1 (block table {2, 0}: row 1 of block 0) of a cache of the
+// llama config (2 kv heads of 10): K/V rows written, and what reads back.
+struct RowRoundTrip {
+  std::vector<float> k = std::vector<float>(20), v = k, k2 = k, v2 = k;
+  explicit RowRoundTrip(PagedKvCache& cache) {
+    const std::vector<int32_t> table = {2, 0};
+    for (int i = 0; i < 20; ++i) k[i] = 1.0f + i * 1e-3f, v[i] = -0.37f * i;
+    cache.write_row(1, table.data(), 9, k.data(), v.data());
+    cache.read_row(1, table.data(), 9, k2.data(), v2.data());
+  }
+};
+
 TEST(PagedKvCache, Bf16HalvesTheBytesAndRoundsToNearestEven) {
   const ModelConfig c = config(ModelFamily::kLlama);  // 2 layers, 2 kv heads of 10
   EXPECT_EQ(PagedKvCache::bytes_per_block(c, 16), 2u * 2 * 16 * 20 * 4);
   EXPECT_EQ(PagedKvCache::bytes_per_block(c, 16, DType::kBF16), 2u * 2 * 16 * 20 * 2);
-  EXPECT_THROW(PagedKvCache(c, 4, 8, DType::kI8), Error);
+  EXPECT_THROW(PagedKvCache(c, 4, 8, DType::kI16), Error);
   EXPECT_THROW(PagedKvCache::bytes_per_block(c, 16, DType::kF16), Error);
   PagedKvCache cache(c, 4, 8, DType::kBF16);
   EXPECT_EQ(cache.dtype(), DType::kBF16);
   EXPECT_EQ(cache.block_bytes_per_layer(), 8u * 20 * 2);
-  std::vector<int32_t> table = {2, 0};
-  std::vector<float> k(20), v(20), k2(20), v2(20);
-  for (int i = 0; i < 20; ++i) k[i] = 1.0f + i * 1e-3f, v[i] = -0.37f * i;
-  cache.write_row(1, table.data(), 9, k.data(), v.data());
-  cache.read_row(1, table.data(), 9, k2.data(), v2.data());
+  const RowRoundTrip rt(cache);
+  const auto& [k, v, k2, v2] = rt;
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(k2[i], bf16_to_f32(f32_to_bf16(k[i])));
     EXPECT_EQ(v2[i], bf16_to_f32(f32_to_bf16(v[i])));
@@ -211,17 +222,48 @@ TEST(PagedKvCache, Bf16HalvesTheBytesAndRoundsToNearestEven) {
   EXPECT_EQ(pool[1 * 20 + 3], f32_to_bf16(k[3]));
 }
 
-// Greedy decoding with a bf16 KV cache against f32: teacher-forced on the f32
-// greedy tokens, every step's logits stay close, and the greedy choices agree.
-class InferenceKvBf16 : public ::testing::TestWithParam<ModelFamily> {};
+// int8: n_kv_head slices of head_dim int8 values and one f32 scale each
+// (kernels/kv_layout.h): (10 + 4) / 40 of f32's bytes at head_dim 10. A slice's
+// largest magnitude is stored exactly (+-127 x scale), the rest within half a step.
+TEST(PagedKvCache, Int8StoresValuesAndOneScalePerTokenAndHead) {
+  const ModelConfig c = config(ModelFamily::kLlama);  // 2 layers, 2 kv heads of 10
+  EXPECT_EQ(PagedKvCache::bytes_per_block(c, 16, DType::kI8), 2u * 2 * 16 * 2 * (10 + 4));
+  PagedKvCache cache(c, 4, 8, DType::kI8);
+  EXPECT_EQ(cache.row_bytes(), 2u * (10 + 4));
+  EXPECT_EQ(cache.block_bytes_per_layer(), 8u * 2 * (10 + 4));
+  const RowRoundTrip rt(cache);
+  const auto& [k, v, k2, v2] = rt;
+  for (int g = 0; g < 2; ++g) {
+    float kmax = 0, vmax = 0;
+    for (int i = g * 10; i < g * 10 + 10; ++i) {
+      kmax = std::max(kmax, std::fabs(k[i]));
+      vmax = std::max(vmax, std::fabs(v[i]));
+    }
+    for (int i = g * 10; i < g * 10 + 10; ++i) {
+      EXPECT_LE(std::fabs(k2[i] - k[i]), kmax / 254 * 1.0001f) << i;
+      EXPECT_LE(std::fabs(v2[i] - v[i]), vmax / 254 * 1.0001f) << i;
+    }
+  }
+  // Position 9 is row 1 of block table[1] = 0 in layer 1's pool; head 1's slice
+  // starts 14 bytes in, and its largest value (k[19]) is +127.
+  const int8_t* pool = static_cast<const int8_t*>(static_cast<const PagedKvCache&>(cache).k_layer(1));
+  EXPECT_EQ(pool[1 * 28 + 14 + 9], 127);
+  EXPECT_EQ(k2[19], k[19]);
+}
 
-TEST_P(InferenceKvBf16, GreedyDecodeStaysCloseToF32) {
-  auto model = make_model(GetParam());
+// Greedy decoding with a bf16 or int8 KV cache against f32: teacher-forced on the
+// f32 greedy tokens, every step's logits stay close, and the greedy choices agree.
+class InferenceKvVsF32 : public ::testing::TestWithParam<std::tuple<ModelFamily, DType>> {};
+
+TEST_P(InferenceKvVsF32, GreedyDecodeStaysCloseToF32) {
+  const ModelFamily family = std::get<0>(GetParam());
+  const DType kv = std::get<1>(GetParam());
+  auto model = make_model(family);
   InferenceModel im(model);
   const int P = 24, steps = 40;
   std::vector<int32_t> tokens = random_tokens(P, 21, 211);
   std::vector<int32_t> blocks = {3, 9, 0, 14, 6, 11, 1, 8};
-  PagedKvCache f32(model->config(), 16, 8), bf16(model->config(), 16, 8, DType::kBF16);
+  PagedKvCache f32(model->config(), 16, 8), low(model->config(), 16, 8, kv);
   std::vector<float> lf, lb;
   double worst_abs = 0, worst_rel = 0;
   int agree = 0;
@@ -229,7 +271,7 @@ TEST_P(InferenceKvBf16, GreedyDecodeStaysCloseToF32) {
   for (int step = 0; step < steps; ++step) {
     InferenceChunk c{tokens.data() + start, static_cast<int>(tokens.size()) - start, start, blocks.data(), 8, 1};
     im.forward({c}, f32, lf);
-    im.forward({c}, bf16, lb);
+    im.forward({c}, low, lb);
     double num = 0, den = 0;
     for (int v = 0; v < 211; ++v) {
       worst_abs = std::max<double>(worst_abs, std::fabs(lf[v] - lb[v]));
@@ -243,18 +285,23 @@ TEST_P(InferenceKvBf16, GreedyDecodeStaysCloseToF32) {
     start = static_cast<int>(tokens.size());
     tokens.push_back(best_f);
   }
-  // Measured over 40 steps: max |logit difference| 8e-5 (gpt2) / 2.4e-4 (llama),
-  // worst relative RMS 1.8e-4 / 4.7e-4; all 40 greedy choices agreed.
-  EXPECT_LT(worst_abs, 5e-4) << worst_abs;
-  EXPECT_LT(worst_rel, 7e-4) << worst_rel;
+  // Measured over 40 steps, bf16: max |logit difference| 8e-5 (gpt2) / 2.4e-4
+  // (llama), worst relative RMS 1.8e-4 / 4.7e-4; int8: 2.3e-4 / 4.4e-4 and 5.5e-4 /
+  // 9.9e-4; all 40 greedy choices agreed for both.
+  const bool bf16 = kv == DType::kBF16;
+  EXPECT_LT(worst_abs, bf16 ? 5e-4 : 1e-3) << worst_abs;
+  EXPECT_LT(worst_rel, bf16 ? 7e-4 : 2e-3) << worst_rel;
   EXPECT_GE(agree, steps - 1) << agree << " of " << steps;
-  std::printf("bf16 KV vs f32: max |dlogit| %.5f, worst relative RMS %.2e, greedy agreement %d/%d\n", worst_abs,
-              worst_rel, agree, steps);
+  std::printf("%s KV vs f32: max |dlogit| %.5f, worst relative RMS %.2e, greedy agreement %d/%d\n",
+              dtype_short_name(kv), worst_abs, worst_rel, agree, steps);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, InferenceKvBf16, ::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama),
-                         [](const ::testing::TestParamInfo<ModelFamily>& i) {
-                           return i.param == ModelFamily::kGpt2 ? std::string("gpt2") : std::string("llama");
+INSTANTIATE_TEST_SUITE_P(FamiliesAndKvDtypes, InferenceKvVsF32,
+                         ::testing::Combine(::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama),
+                                            ::testing::Values(DType::kBF16, DType::kI8)),
+                         [](const ::testing::TestParamInfo<std::tuple<ModelFamily, DType>>& i) {
+                           return std::string(std::get<0>(i.param) == ModelFamily::kGpt2 ? "gpt2_" : "llama_") +
+                                  dtype_short_name(std::get<1>(i.param));
                          });
 
 }  // namespace

@@ -202,18 +202,19 @@ TEST(ServeDisaggE2E, FallsBackWhenThePrefillReplicaIsGoneOrServesAnotherModel) {
   EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
 }
 
-// --kv-cache-dtype: the KV fingerprint names the cache dtype, so a bf16 decode
-// replica pulls from a bf16 prefill replica (same output as a co-located bf16
-// server) and refuses an f32 one by name (fallback, nothing imported).
-TEST(ServeDisaggE2E, Bf16KvCacheTransfersBetweenBf16ReplicasAndRefusesF32) {
-  Proc colo, prefill_bf16, prefill_f32, decode;
-  colo.start({"--kv-cache-dtype", "bf16"});
-  prefill_bf16.start({"--role", "prefill", "--kv-cache-dtype", "bf16"});
+// --kv-cache-dtype: the KV fingerprint names the cache dtype, so a bf16 (int8)
+// decode replica pulls from a bf16 (int8) prefill replica (same output as a
+// co-located server of that dtype) and refuses an f32 one by name (fallback,
+// nothing imported).
+void check_kv_cache_dtype_transfer(const std::string& dtype) {
+  Proc colo, prefill_same, prefill_f32, decode;
+  colo.start({"--kv-cache-dtype", dtype});
+  prefill_same.start({"--role", "prefill", "--kv-cache-dtype", dtype});
   prefill_f32.start({"--role", "prefill"});
-  decode.start({"--role", "decode", "--kv-transfer-timeout", "10", "--kv-cache-dtype", "bf16"});
+  decode.start({"--role", "decode", "--kv-transfer-timeout", "10", "--kv-cache-dtype", dtype});
   const std::string d = decode.url();
   const std::vector<int> a = prompt_tokens(21, 30), b = prompt_tokens(22, 31);
-  EXPECT_EQ(complete(d, request(a, false), {{"X-KV-Prefill-From", prefill_bf16.url()}}),
+  EXPECT_EQ(complete(d, request(a, false), {{"X-KV-Prefill-From", prefill_same.url()}}),
             complete(colo.url(), request(a, false)));
   EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
   EXPECT_EQ(metric(d, "distllm:kv_transfer_fallbacks_total"), 0);
@@ -222,6 +223,10 @@ TEST(ServeDisaggE2E, Bf16KvCacheTransfersBetweenBf16ReplicasAndRefusesF32) {
   EXPECT_EQ(metric(d, "distllm:kv_transfer_fallbacks_total"), 1);
   EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
 }
+
+TEST(ServeDisaggE2E, Bf16KvCacheTransfersBetweenBf16ReplicasAndRefusesF32) { check_kv_cache_dtype_transfer("bf16"); }
+// int8 blocks travel with their per-token scales (the cache's own bytes).
+TEST(ServeDisaggE2E, Int8KvCacheTransfersBetweenInt8ReplicasAndRefusesF32) { check_kv_cache_dtype_transfer("int8"); }
 
 TEST(ServeDisaggE2E, ShortPromptsBelowTheThresholdAreNotPulled) {
   Proc colo, prefill, decode;

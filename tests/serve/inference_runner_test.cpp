@@ -98,6 +98,28 @@ TEST(InferenceRunner, LlamaBf16KvGreedyUnderBatchingEqualsDirectDecode) {
   check_family(ModelFamily::kLlama, DType::kBF16);
 }
 
+// So does an int8 one (per-token scales: nothing depends on the batch).
+TEST(InferenceRunner, Gpt2Int8KvGreedyUnderBatchingEqualsDirectDecode) {
+  check_family(ModelFamily::kGpt2, DType::kI8);
+}
+TEST(InferenceRunner, LlamaInt8KvGreedyUnderBatchingEqualsDirectDecode) {
+  check_family(ModelFamily::kLlama, DType::kI8);
+}
+
+// Blocks of 16 tokens an engine over `runner` (not yet allocated) gets from 0.001 GiB
+// of --kv-cache-memory: as many as that many bytes hold.
+int engine_blocks(InferenceRunner& runner) {
+  testing::ByteCodec codec;
+  ServeMetrics metrics("m");
+  EngineConfig cfg;
+  cfg.block_size = 16;
+  cfg.kv_cache_memory_gib = 0.001;
+  Engine engine(runner, codec, cfg, metrics);
+  EXPECT_EQ(engine.num_blocks(),
+            static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(runner.kv_bytes_per_block(16))));
+  return engine.num_blocks();
+}
+
 TEST(InferenceRunner, Bf16KvHalvesTheBlockBytesAndDoublesTheBlocks) {
   auto model = tiny_model(ModelFamily::kLlama);
   InferenceRunner f32(model), bf16(model, DType::kF32, DType::kBF16);
@@ -107,16 +129,23 @@ TEST(InferenceRunner, Bf16KvHalvesTheBlockBytesAndDoublesTheBlocks) {
   EXPECT_EQ(f32.kv_geometry().dtype_bytes, 4);
   EXPECT_EQ(bf16.kv_bytes_per_block(16), 16 * g.bytes_per_token());
   EXPECT_EQ(2 * bf16.kv_bytes_per_block(16), f32.kv_bytes_per_block(16));
-  EXPECT_THROW(InferenceRunner(model, DType::kF32, DType::kI8), Error);
+  EXPECT_THROW(InferenceRunner(model, DType::kF32, DType::kF16), Error);
   // The same --kv-cache-memory holds twice the blocks.
-  testing::ByteCodec codec;
-  ServeMetrics m1("f32"), m2("bf16");
-  EngineConfig cfg;
-  cfg.block_size = 16;
-  cfg.kv_cache_memory_gib = 0.001;
-  Engine e1(f32, codec, cfg, m1), e2(bf16, codec, cfg, m2);
-  EXPECT_EQ(e1.num_blocks(), static_cast<int>(0.001 * 1073741824.0 / static_cast<double>(f32.kv_bytes_per_block(16))));
-  EXPECT_EQ(e2.num_blocks(), 2 * e1.num_blocks());
+  EXPECT_EQ(engine_blocks(bf16), 2 * engine_blocks(f32));
+}
+
+// int8: head_dim int8 values plus one f32 scale per (token, kv head), so
+// (8 + 4) / 32 of f32's bytes at this model's head_dim 8 (68 / 256 at gpt2's 64).
+TEST(InferenceRunner, Int8KvStoresScalesWithTheValuesAndHoldsMoreBlocks) {
+  auto model = tiny_model(ModelFamily::kLlama);
+  InferenceRunner f32(model), i8(model, DType::kF32, DType::kI8);
+  KvGeometry g = i8.kv_geometry();
+  EXPECT_EQ(g.dtype, DType::kI8);
+  EXPECT_EQ(g.dtype_bytes, 1);
+  EXPECT_EQ(g.bytes_per_token(), 2u * g.num_layers * g.num_kv_heads * (g.head_dim + 4));
+  EXPECT_EQ(i8.kv_bytes_per_block(16), 16 * g.bytes_per_token());
+  EXPECT_EQ(32 * i8.kv_bytes_per_block(16), 12 * f32.kv_bytes_per_block(16));
+  EXPECT_GT(engine_blocks(i8), 2 * engine_blocks(f32));
 }
 
 TEST(InferenceRunner, ReportsGeometry) {

@@ -93,7 +93,8 @@ TEST(ServeKvWire, RoundTripsWholeAndByteByByte) {
 TEST(ServeKvWire, DecodesTheSeedsWrittenFromTheDocumentedFormat) {
   // fuzz/corpus/fuzz_kv_wire was written by an independent Python encoder of the
   // format in docs/serving.md (checksums included).
-  for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3}}) {
+  for (auto [name, num_blocks] : {std::pair<const char*, uint32_t>{"empty", 0}, {"one_block", 1}, {"three_blocks_bf16", 3},
+                                      {"two_blocks_int8", 2}}) {
     std::string bytes = distllm::read_file(std::string(DISTLLM_SOURCE_DIR) + "/fuzz/corpus/fuzz_kv_wire/" + name);
     std::vector<std::string> blocks;
     KvHeader h = decode_all(bytes, blocks);
@@ -151,6 +152,25 @@ TEST(ServeKvWire, RejectsCorruptAndMalformedStreams) {
   EXPECT_EQ(d.feed("more"), KvStreamDecoder::Status::kError);
 }
 
+// Every dimension at its limit of 2^16: a block would be 2 x 2^64 x (head_dim x 8
+// bytes), more than 64 bits hold. The size must not wrap around to something small
+// (it used to wrap to 0, and such a header passed as blocks of 0 bytes).
+TEST(ServeKvWire, RefusesBlocksWhoseSizeOverflows) {
+  for (DType dtype : {DType::kF64, DType::kI8}) {
+    KvHeader h;
+    h.fingerprint = small_fp();
+    h.fingerprint.dtype = dtype;
+    h.fingerprint.block_size = h.fingerprint.num_layers = h.fingerprint.num_kv_heads = h.fingerprint.head_dim = 1u << 16;
+    std::vector<std::string> blocks;
+    try {
+      decode_all(encode_all(h, {}), blocks);
+      ADD_FAILURE() << "decoded a header of " << dtype_short_name(dtype) << " blocks past 2^64 bytes";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("limit"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ServeKvWire, FingerprintMismatchNamesTheFields) {
   KvFingerprint a = small_fp(), b = small_fp();
   EXPECT_EQ(fingerprint_mismatch(a, b), "");
@@ -203,7 +223,7 @@ TEST(ServeKvCacheImport, ImportedBlocksAreACachedPrefix) {
 }
 
 TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
-  for (DType kv_dtype : {DType::kF32, DType::kBF16})
+  for (DType kv_dtype : {DType::kF32, DType::kBF16, DType::kI8})
   for (ModelFamily family : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     auto model = testing::tiny_model(family);
     InferenceRunner a(model, DType::kF32, kv_dtype), b(model, DType::kF32, kv_dtype);
@@ -212,8 +232,9 @@ TEST(ServeKvRunnerTransfer, ImportedBlocksContinueTheSequenceIdentically) {
     b.allocate_kv(8, bs);
     const size_t bytes = a.kv_bytes_per_block(bs);
     EXPECT_EQ(a.kv_geometry().dtype, kv_dtype);
-    EXPECT_EQ(bytes, 2u * bs * a.kv_geometry().num_layers * a.kv_geometry().num_kv_heads * a.kv_geometry().head_dim *
-                         dtype_size(kv_dtype));
+    // int8 slices carry one f32 scale each (kernels/kv_layout.h).
+    const size_t slice = a.kv_geometry().head_dim * dtype_size(kv_dtype) + (kv_dtype == DType::kI8 ? 4 : 0);
+    EXPECT_EQ(bytes, 2u * bs * a.kv_geometry().num_layers * a.kv_geometry().num_kv_heads * slice);
     std::vector<int32_t> tokens;
     for (int i = 0; i < 12; ++i) tokens.push_back((i * 31 + 7) % 300);
     // Runner a computes positions [0, 10) into blocks {5, 2, 7}.

@@ -9,7 +9,7 @@
 //                     [--max-context 1024] [--no-prefix-cache] [--model-dir DIR]
 //                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
-//                     [--tiny-model] [--tiny-layers 2] [--kv-cache-dtype f32|bf16] [--role both|prefill|decode]
+//                     [--tiny-model] [--tiny-layers 2] [--kv-cache-dtype f32|bf16|int8] [--role both|prefill|decode]
 //                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0]
 //
 // --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,

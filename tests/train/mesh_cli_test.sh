@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `distllm train --mesh` under mpirun, end to end: tensor parallelism (tp=2) and a
-# dp=2 x tp=2 mesh train the same model as one process (losses and the saved
-# model), meshes that do not fit the model or the world are refused naming why,
-# and a rank killed mid-step ends the job, named, within the comm timeout.
+# `distllm train --mesh` under mpirun, end to end: tensor parallelism (tp=2, with
+# sequence parallelism at tp=4), context parallelism (cp=2) and dp=2 x tp=2 and
+# dp=2 x cp=2 meshes train the same model as one process (losses and the saved
+# model), checkpoints move between tp sizes, meshes that do not fit the model or
+# the world are refused naming why, and a rank killed mid-step ends the job, named,
+# within the comm timeout.
 #   mesh_cli_test.sh DISTLLM MPIRUN...
 set -euo pipefail
 D="$1"; shift
@@ -65,6 +67,13 @@ run sp4 4 --steps 8 --batch 4 --mesh tp=4 --sequence-parallel
 grep -q "tp 4 with sequence parallelism" "$T/sp4.out" || { cat "$T/sp4.out"; fail "no sequence parallelism in the parallel line"; }
 same single sp4 || fail "tp=4 with sequence parallelism differs from one process"
 
+echo "== context parallel (ring attention): cp=2 and dp=2 x cp=2 train the one-process model"
+run cp2 2 --steps 8 --batch 4 --mesh cp=2
+grep -q "^mesh: dp=1 x cp=2" "$T/cp2.out" || { cat "$T/cp2.out"; fail "no mesh line"; }
+same single cp2 || fail "cp=2 differs from one process"
+run cp_mesh 4 --steps 8 --batch 2 --mesh dp=2,cp=2 --strategy zero1
+same single cp_mesh || fail "dp=2 x cp=2 differs from one process"
+
 echo "== the saved tp model is the whole model: it evaluates as the one-process one"
 run from_single 0 --batch 4 --steps 1 --init-from "$T/single"
 run from_tp2 0 --batch 4 --steps 1 --init-from "$T/tp2"
@@ -98,7 +107,7 @@ MODEL="--family gpt2 --n-layer 2 --n-head 6 --n-embd 36 --vocab-size 259 --seq 3
 expect_error 2 "--sequence-parallel needs a --mesh with tp > 1" --sequence-parallel
 expect_error 2 "has 3 positions but 2 ranks were started" --mesh dp=3,tp=1
 expect_error 2 "unknown dimension 'xp'" --mesh xp=2
-expect_error 2 "cp parallelism is not supported yet" --mesh cp=2
+expect_error 3 "the sequence length 32 must be a multiple of 3" --mesh cp=3
 
 echo "== a rank killed mid-step: the others stop within the comm timeout, naming it"
 export DISTLLM_COMM_TIMEOUT=5 DISTLLM_TEST_KILL_RANK=1 DISTLLM_TEST_KILL_STEP=3

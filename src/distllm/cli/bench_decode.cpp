@@ -78,8 +78,8 @@ int run_bench_decode(Args& args) {
   // taken per round (median over rounds).
   std::printf("model:      %s\n", cfg.describe().c_str());
   std::printf("weights:    %.1f MB read per decode step (every matrix and the head once, %s)\n", wbytes / 1e6,
-              dtype == DType::kI8 ? "int8" : dtype_short_name(dtype));
-  std::printf("kv cache:   %s, %.1f MB read per sequence per decode step at --context %d\n", dtype_short_name(kv_dtype),
+              inference_dtype_name(dtype));
+  std::printf("kv cache:   %s, %.1f MB read per sequence per decode step at --context %d\n", inference_dtype_name(kv_dtype),
               static_cast<double>(PagedKvCache::bytes_per_block(cfg, 1, kv_dtype)) * context / 1e6, context);
   std::printf("threads:    %d; %d rounds x %d steps per batch size, each round after a bandwidth measurement\n",
               num_threads(), rounds, steps);

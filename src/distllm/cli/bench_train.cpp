@@ -66,7 +66,7 @@ int64_t matmul_params(const ModelConfig& cfg) {
 }
 
 struct RankResult {
-  double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops, fma_peak_gflops;
+  double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops, fma_peak_gflops, activation_mib;
 };
 
 int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
@@ -141,7 +141,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const double step_ms = median(ms);
   RankResult mine{step_ms, comm.busy_s * 1e3 / steps, comm.exposed_s * 1e3 / steps,
                   static_cast<double>(MemoryStats::peak()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
-                  peak, fma_peak};
+                  peak, fma_peak, static_cast<double>(trainer.graph().activation_bytes()) / (1 << 20)};
   std::vector<RankResult> all(static_cast<size_t>(n));
   if (world)
     world->allgather(&mine, all.data(), sizeof(RankResult) / sizeof(double), comm::DType::kF64);
@@ -182,7 +182,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& r : all)
       ranks.push_back({{"ms_per_step", r.ms_per_step}, {"comm_ms", r.comm_ms}, {"comm_exposed_ms", r.exposed_ms},
-                       {"peak_mem_mib", r.peak_mib}, {"peak_rss_mib", r.rss_mib}});
+                       {"peak_mem_mib", r.peak_mib}, {"peak_rss_mib", r.rss_mib},
+                       {"activation_mib", r.activation_mib}});
     nlohmann::json j = {{"impl", "distllm"}, {"model", cfg.describe()}, {"strategy", strategy_name(pc.strategy)},
                         {"mesh", groups.describe()}, {"sequence_parallel", sequence_parallel},
                         {"ranks", n}, {"batch", B}, {"seq", T}, {"threads", num_threads()},

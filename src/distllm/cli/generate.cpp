@@ -125,7 +125,7 @@ int run_generate(Args& args) {
                "%d tokens\n",
                (long long)prompt_len, prefill_s * 1e3, (long long)generated,
                generated > 0 ? static_cast<double>(generated) / std::max(total_s - prefill_s, 1e-9) : 0.0, finish,
-               dtype_short_name(kv_dtype), blocks * block_size);
+               inference_dtype_name(kv_dtype), blocks * block_size);
   return 0;
 }
 

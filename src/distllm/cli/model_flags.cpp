@@ -65,13 +65,18 @@ DType parse_inference_dtype(const std::string& text) {
 DType parse_kv_cache_dtype(const std::string& text) {
   if (text == "f32" || text == "float32") return DType::kF32;
   if (text == "bf16" || text == "bfloat16") return DType::kBF16;
-  throw Error("--kv-cache-dtype must be f32 or bf16, got '" + text + "'");
+  if (text == "int8") return DType::kI8;
+  throw Error("--kv-cache-dtype must be f32, bf16 or int8, got '" + text + "'");
 }
 
 DType kv_cache_dtype_flag(Args& args) {
-  return parse_kv_cache_dtype(args.get_string(
-      "kv-cache-dtype", "f32", "K/V cache storage: f32, or bf16 (half the bytes per token, twice the tokens per GiB)"));
+  return parse_kv_cache_dtype(
+      args.get_string("kv-cache-dtype", "f32",
+                      "K/V cache storage: f32; bf16 (half the bytes per token, twice the tokens per GiB); or int8 "
+                      "(one f32 scale per token and KV head: about 3.8x the tokens per GiB at head_dim 64)"));
 }
+
+const char* inference_dtype_name(DType dtype) { return dtype == DType::kI8 ? "int8" : dtype_short_name(dtype); }
 
 DType inference_dtype_flag(Args& args) {
   return parse_inference_dtype(args.get_string(

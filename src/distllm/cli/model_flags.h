@@ -19,10 +19,14 @@ DType inference_dtype_flag(Args& args);
 // "f32", "bf16" or "int8"; throws distllm::Error naming the text otherwise.
 DType parse_inference_dtype(const std::string& text);
 
-// `--kv-cache-dtype f32|bf16`: how the paged K/V cache stores its elements
+// `--kv-cache-dtype f32|bf16|int8`: how the paged K/V cache stores its elements
 // (model/kv_cache.h). Shared by serve, generate, bench decode and perplexity.
 DType kv_cache_dtype_flag(Args& args);
-// "f32" or "bf16"; throws distllm::Error naming the text otherwise.
+// "f32", "bf16" or "int8"; throws distllm::Error naming the text otherwise.
 DType parse_kv_cache_dtype(const std::string& text);
+
+// How --dtype and --kv-cache-dtype spell a dtype ("int8" for DType::kI8, whose
+// tensor name is "i8"), for what the commands print.
+const char* inference_dtype_name(DType dtype);
 
 }  // namespace distllm

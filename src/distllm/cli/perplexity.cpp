@@ -31,8 +31,8 @@ int run_perplexity(Args& args) {
   const std::string data = args.get_required("data", "token data: a `distllm data prepare` directory or a .tok file");
   const std::string split_name = args.get_string("split", "val", "which split of a data directory (train or val)");
   const std::string dtypes = args.get_string("dtype", "f32,bf16,int8", "weight dtypes, comma-separated; the first is the reference");
-  const std::string kv_dtypes =
-      args.get_string("kv-cache-dtype", "f32", "KV cache dtypes (f32, bf16), comma-separated; each weight dtype with each");
+  const std::string kv_dtypes = args.get_string(
+      "kv-cache-dtype", "f32", "KV cache dtypes (f32, bf16, int8), comma-separated; each weight dtype with each");
   const int seq = static_cast<int>(args.get_int("seq", 128, "tokens per scored window"));
   const int64_t max_windows = args.get_int("windows", 64, "windows scored at most (spread over the data)");
   if (args.help_or_finish()) return 0;
@@ -66,7 +66,7 @@ int run_perplexity(Args& args) {
       }
       const double ppl = total.perplexity();
       if (reference == 0) reference = ppl;
-      const std::string label = kv == DType::kF32 ? name : name + "+kv" + dtype_short_name(kv);
+      const std::string label = kv == DType::kF32 ? name : name + "+kv" + inference_dtype_name(kv);
       std::printf("%-11s %12.5f %12.4f %+9.3f%% %8.1f\n", label.c_str(), total.nats / static_cast<double>(total.tokens),
                   ppl, 100.0 * (ppl / reference - 1.0), t.seconds());
       std::fflush(stdout);

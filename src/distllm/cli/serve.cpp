@@ -227,7 +227,7 @@ int run_serve(Args& args) {
   std::signal(SIGPIPE, SIG_IGN);
   LOG_INFO("serve: %s (%s), weights %s, KV cache %s (%d tokens), %d threads, chat template: %s",
            scfg.model_name.c_str(), model->config().describe().c_str(),
-           weight_dtype == DType::kI8 ? "int8" : dtype_short_name(weight_dtype), dtype_short_name(kv_dtype),
+           inference_dtype_name(weight_dtype), inference_dtype_name(kv_dtype),
            engine.current()->num_blocks() * ecfg.block_size, num_threads(), chat.origin().c_str());
   LOG_INFO("serve: ready in %.2f s (weights + tokenizer %.2f, chat template %.2f, inference runner %.2f, KV cache "
            "and engine %.2f, HTTP %.2f)",

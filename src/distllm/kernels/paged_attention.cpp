@@ -15,11 +15,11 @@ namespace {
 
 inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return bf16_to_f32(x); }
+inline float widen(int8_t x) { return static_cast<float>(x); }
 
 template <typename T>
 void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
-  const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   for (int i = 0; i < rep; ++i) {
     int h = g * rep + i;
@@ -27,11 +27,10 @@ void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores)
     float* s = scores + static_cast<int64_t>(i) * ctx;
     float mx = -INFINITY;
     for (int j = 0; j < ctx; ++j) {
-      const T* kj = static_cast<const T*>(kv.k) + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
-                                                  j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
+      const T* kj = kv_slice<T>(kv, kv.k, q.block_table, j, g);
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot += qh[d] * widen(kj[d]);
-      s[j] = dot * kv.scale;
+      s[j] = dot * kv_scale(kj, D) * kv.scale;
       mx = std::max(mx, s[j]);
     }
     float sum = 0.0f;
@@ -39,9 +38,9 @@ void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores)
     float* o = q.out + row * q.out_row_stride + static_cast<int64_t>(h) * D;
     for (int d = 0; d < D; ++d) o[d] = 0.0f;
     for (int j = 0; j < ctx; ++j) {
-      const T* vj = static_cast<const T*>(kv.v) + (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size +
-                                                  j % kv.block_size) * kv_dim + static_cast<int64_t>(g) * D;
-      for (int d = 0; d < D; ++d) o[d] += s[j] * widen(vj[d]);
+      const T* vj = kv_slice<T>(kv, kv.v, q.block_table, j, g);
+      const float p = s[j] * kv_scale(vj, D);
+      for (int d = 0; d < D; ++d) o[d] += p * widen(vj[d]);
     }
     for (int d = 0; d < D; ++d) o[d] /= sum;
   }
@@ -50,17 +49,17 @@ void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores)
 }  // namespace
 
 void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
-  if (kv.dtype == DType::kBF16) {
-    unit<uint16_t>(kv, q, row, g, scores);
-  } else {
-    unit<float>(kv, q, row, g, scores);
+  switch (kv.dtype) {
+    case DType::kBF16: unit<uint16_t>(kv, q, row, g, scores); return;
+    case DType::kI8: unit<int8_t>(kv, q, row, g, scores); return;
+    default: unit<float>(kv, q, row, g, scores); return;
   }
 }
 
 }  // namespace scalar
 
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) {
-  DL_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kBF16, "paged attention: K/V dtype %s is not f32 or bf16",
+  DL_CHECK(kv_storage_supports(kv.dtype), "paged attention: K/V dtype %s is not f32, bf16 or int8",
            dtype_short_name(kv.dtype));
   // Flatten (sequence, row, kv head) into one task list.
   std::vector<int64_t> first_task(queries.size() + 1, 0);

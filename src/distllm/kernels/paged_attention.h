@@ -12,19 +12,26 @@
 // bf16 cache gives an f32 cache's result over the rounded values (bit for bit on
 // the scalar path; the AVX2 path for head_dim 32/64/80/96/128 pairs even and odd
 // elements in separate lanes, a different but fixed summation order).
+//
+// int8 K/V (kv_layout.h: int8 values and one f32 scale per token and kv head) are
+// widened to f32 in registers too; a key's scale multiplies its finished q.k dot
+// product and a value's scale multiplies its softmax weight, so no element is scaled
+// on its own. All of it is per token, so batch invariance holds as for f32.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "distllm/kernels/kv_layout.h"
 #include "distllm/tensor/dtype.h"
 
 namespace distllm::kernels {
 
 struct PagedKv {
-  const void* k = nullptr;  // [num_blocks, block_size, kv_dim] elements of dtype
+  const void* k = nullptr;  // [num_blocks, block_size, n_kv_head] slices of dtype (kv_layout.h)
   const void* v = nullptr;
-  DType dtype = DType::kF32;  // f32 or bf16 (uint16_t bit patterns)
+  DType dtype = DType::kF32;  // f32, bf16 (uint16_t bit patterns) or int8 (with scales)
   int block_size = 16;
   int n_head = 1;
   int n_kv_head = 1;
@@ -43,6 +50,28 @@ struct PagedQuery {
   int first_pos = 0;
   const int32_t* block_table = nullptr;
 };
+
+// The kernels' view of one slice, by element type T (float, uint16_t for bf16, or
+// int8_t): kv head g's slice of the K or V row (`pool`, kv.k or kv.v) holding
+// position j of the sequence whose block table is `table`.
+template <typename T>
+inline const T* kv_slice(const PagedKv& kv, const void* pool, const int32_t* table, int j, int g) {
+  constexpr bool scaled = std::is_same_v<T, int8_t>;
+  const int64_t slice = static_cast<int64_t>(kv.head_dim) * sizeof(T) + (scaled ? sizeof(float) : 0);
+  const int64_t index = (static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
+                            kv.n_kv_head + g;
+  return reinterpret_cast<const T*>(static_cast<const uint8_t*>(pool) + index * slice);
+}
+// A slice's scale: 1 unless it is int8 (multiplying by 1 is exact, so f32 and bf16
+// results are unchanged by the code paths that apply it).
+template <typename T>
+inline float kv_scale(const T* slice, int head_dim) {
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return kv_slice_scale(slice, head_dim);
+  } else {
+    return 1.0f;
+  }
+}
 
 // All queries of all sequences, parallel over (sequence, row, kv head).
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries);

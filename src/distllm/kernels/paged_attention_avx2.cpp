@@ -10,33 +10,31 @@ namespace distllm::kernels::avx2 {
 
 namespace {
 
-// Kv head g's slice of the row of K or V (`base`, elements T) holding position j of q's sequence.
-template <typename T>
-inline const T* token_row(const PagedKv& kv, const PagedQuery& q, const void* base, int j, int g, int64_t kv_dim,
-                          int D) {
-  return static_cast<const T*>(base) +
-         (static_cast<int64_t>(q.block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) * kv_dim +
-         static_cast<int64_t>(g) * D;
-}
-
-// Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32: elements
-// [8c, 8c + 8). bf16: the 16 elements [16(c/2), 16(c/2) + 16) are loaded as eight
-// 32-bit lanes, each holding an even element (low half) and the odd one after it
-// (high half); even c takes the even elements (shift left by 16), odd c the odd
-// ones (mask off the low half). Both widen exactly and need no cross-lane shuffle
+// Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32 and int8:
+// elements [8c, 8c + 8) (int8 sign-extended and converted, unscaled: the callers
+// apply the slice's scale once per dot product or softmax weight). bf16: the 16
+// elements [16(c/2), 16(c/2) + 16) are loaded as eight 32-bit lanes, each holding an
+// even element (low half) and the odd one after it (high half); even c takes the
+// even elements (shift left by 16), odd c the odd ones (mask off the low half).
+// Both widen exactly and need no cross-lane shuffle
 // (which would compete for one port with nothing to gain). The query and output
 // vectors use the same element order (lanes(), below), so dot products and weighted
 // sums pair the right elements.
 inline __m256 load_kv(const float* row, int c) { return _mm256_loadu_ps(row + c * 8); }
+inline __m256 load_kv(const int8_t* row, int c) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c * 8))));
+}
 inline __m256 load_kv(const uint16_t* row, int c) {
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (c >> 1) * 16));
   return _mm256_castsi256_ps((c & 1) ? _mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)))
                                      : _mm256_slli_epi32(x, 16));
 }
-// Where lane m of vector c sits in the row: f32 8c + m; bf16 16(c/2) + 2m + c%2.
+// Where lane m of vector c sits in the row: f32, int8 8c + m; bf16 16(c/2) + 2m + c%2.
+template <typename T>
+inline constexpr bool kInOrder = !std::is_same_v<T, uint16_t>;
 template <typename T>
 inline int lane_index(int c, int m) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (kInOrder<T>) {
     return c * 8 + m;
   } else {
     return (c >> 1) * 16 + 2 * m + (c & 1);
@@ -44,7 +42,7 @@ inline int lane_index(int c, int m) {
 }
 template <typename T>
 inline __m256 load_q(const float* q, int c) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (kInOrder<T>) {
     return _mm256_loadu_ps(q + c * 8);
   } else {
     alignas(32) float t[8];
@@ -54,7 +52,7 @@ inline __m256 load_q(const float* q, int c) {
 }
 template <typename T>
 inline void store_out(float* o, int c, __m256 v) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (kInOrder<T>) {
     _mm256_storeu_ps(o + c * 8, v);
   } else {
     alignas(32) float t[8];
@@ -70,13 +68,13 @@ inline void store_out(float* o, int c, __m256 v) {
 template <int NC, typename T>
 void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   constexpr int D = NC * 8;
-  static_assert(std::is_same_v<T, float> || NC % 2 == 0, "bf16 rows are widened 16 elements at a time");
+  static_assert(kInOrder<T> || NC % 2 == 0, "bf16 rows are widened 16 elements at a time");
+  constexpr bool scaled = std::is_same_v<T, int8_t>;
   const int rep = kv.n_head / kv.n_kv_head;
-  const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
-  auto key_row = [&](const void* base, int j) { return token_row<T>(kv, q, base, j, g, kv_dim, D); };
+  auto key_row = [&](const void* base, int j) { return kv_slice<T>(kv, base, q.block_table, j, g); };
   const __m256 scale = _mm256_set1_ps(kv.scale);
   for (int i = 0; i < rep; ++i) {
     __m256 qv[NC];
@@ -100,13 +98,16 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
       __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
       __m256 h = _mm256_hadd_ps(h01, h23);
       __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      if constexpr (scaled) {
+        sum4 = _mm_mul_ps(sum4, _mm_setr_ps(kv_scale(k0, D), kv_scale(k1, D), kv_scale(k2, D), kv_scale(k3, D)));
+      }
       _mm_storeu_ps(s + j, _mm_mul_ps(sum4, _mm256_castps256_ps128(scale)));
     }
     for (; j < ctx; ++j) {
       const T* kj = key_row(kv.k, j);
       __m256 a = _mm256_mul_ps(qv[0], load_kv(kj, 0));
       for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(qv[c], load_kv(kj, c), a);
-      s[j] = simd::hsum(a) * kv.scale;
+      s[j] = simd::hsum(a) * kv_scale(kj, D) * kv.scale;
     }
     // Softmax numerators in place; the normaliser is applied at the end.
     float mx = max_value(s, ctx);
@@ -129,7 +130,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
     for (int c = 0; c < NC; ++c) o[c] = _mm256_setzero_ps();
     for (j = 0; j < ctx; ++j) {
       const T* vj = key_row(kv.v, j);
-      __m256 p = _mm256_set1_ps(s[j]);
+      __m256 p = _mm256_set1_ps(s[j] * kv_scale(vj, D));
       for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
     }
     __m256 inv = _mm256_set1_ps(inv_sum[i]);
@@ -137,23 +138,22 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g, float* s
   }
 }
 
-// Any head_dim: vector primitives over memory (bf16 rows are widened into a
-// per-thread row first).
+// Any head_dim: vector primitives over memory (bf16 and int8 rows are widened into
+// a per-thread f32 row first, int8 times its scale).
 template <typename T>
 void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
-  const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_head) * D;
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
   thread_local std::vector<float> wide;
   auto key_row = [&](const void* base, int j) -> const float* {
-    const T* r = token_row<T>(kv, q, base, j, g, kv_dim, D);
+    const T* r = kv_slice<T>(kv, base, q.block_table, j, g);
     if constexpr (std::is_same_v<T, float>) {
       return r;
     } else {
       if (wide.size() < static_cast<size_t>(D)) wide.resize(D);
-      for (int d = 0; d < D; ++d) wide[d] = bf16_to_f32(r[d]);
+      kv_load_slice(kv.dtype, r, D, wide.data());
       return wide.data();
     }
   };
@@ -195,10 +195,10 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g
   const int rep = kv.n_head / kv.n_kv_head;
   thread_local std::vector<float> inv_sum;
   if (inv_sum.size() < static_cast<size_t>(rep)) inv_sum.resize(rep);
-  if (kv.dtype == DType::kBF16) {
-    dispatch<uint16_t>(kv, q, row, g, scores, inv_sum.data());
-  } else {
-    dispatch<float>(kv, q, row, g, scores, inv_sum.data());
+  switch (kv.dtype) {
+    case DType::kBF16: dispatch<uint16_t>(kv, q, row, g, scores, inv_sum.data()); return;
+    case DType::kI8: dispatch<int8_t>(kv, q, row, g, scores, inv_sum.data()); return;
+    default: dispatch<float>(kv, q, row, g, scores, inv_sum.data()); return;
   }
 }
 

@@ -16,8 +16,8 @@ struct NllSum {
 };
 
 // Scores tokens[1..n) given the tokens before each, as one sequence from position
-// 0 (n <= the model's context), with a KV cache stored in `kv_dtype` (f32 or
-// bf16). Log-softmax in double.
+// 0 (n <= the model's context), with a KV cache stored in `kv_dtype` (f32,
+// bf16 or int8). Log-softmax in double.
 NllSum sequence_nll(InferenceModel& model, const int32_t* tokens, int n, DType kv_dtype = DType::kF32);
 
 }  // namespace distllm

@@ -8,7 +8,8 @@ namespace distllm::serve {
 
 InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype, DType kv_dtype)
     : model_(std::move(model), weight_dtype), kv_dtype_(kv_dtype) {
-  DL_CHECK(PagedKvCache::supports(kv_dtype), "--kv-cache-dtype must be f32 or bf16, not %s", dtype_short_name(kv_dtype));
+  DL_CHECK(PagedKvCache::supports(kv_dtype), "--kv-cache-dtype must be f32, bf16 or int8, not %s",
+           dtype_short_name(kv_dtype));
 }
 
 KvGeometry InferenceRunner::kv_geometry() const {
@@ -56,7 +57,7 @@ BlockSpan block_span(const PagedKvCache& cache, int32_t block) {
 
 }  // namespace
 
-// The payload is the cache's own bytes (elements of kv_geometry().dtype), so a
+// The payload is the cache's own bytes (slices of kv_geometry().dtype), so a
 // transfer never converts: the fingerprint's dtype makes both ends agree first.
 void InferenceRunner::read_kv_block(int32_t block, void* out) const {
   DL_CHECK(cache_ != nullptr, "read_kv_block before allocate_kv");

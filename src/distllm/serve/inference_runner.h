@@ -13,7 +13,7 @@ namespace distllm::serve {
 class InferenceRunner : public ModelRunner {
  public:
   // weight_dtype: how the linears are stored (InferenceModel). kv_dtype: how the
-  // paged K/V cache stores its elements (f32 or bf16, --kv-cache-dtype); it sets
+  // paged K/V cache stores its elements (f32, bf16 or int8, --kv-cache-dtype); it sets
   // kv_geometry().dtype, the bytes per block and so the KV transfer fingerprint.
   explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
                            DType kv_dtype = DType::kF32);

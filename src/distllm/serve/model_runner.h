@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "distllm/base/error.h"
+#include "distllm/kernels/kv_layout.h"
 #include "distllm/tensor/dtype.h"
 
 namespace distllm::serve {
@@ -35,12 +36,12 @@ struct KvGeometry {
   int num_layers = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  int dtype_bytes = 4;  // bytes per stored K or V element (4 for f32, 2 for bf16)
+  int dtype_bytes = 4;  // bytes per stored K or V element (4 for f32, 2 for bf16, 1 for int8)
   DType dtype = DType::kF32;  // the stored element type (dtype_bytes == dtype_size(dtype))
 
-  // K and V for one token across all layers.
+  // K and V for one token across all layers (int8: with their scales, kv_layout.h).
   size_t bytes_per_token() const {
-    return 2ull * static_cast<size_t>(num_layers) * num_kv_heads * head_dim * dtype_bytes;
+    return 2ull * static_cast<size_t>(num_layers) * num_kv_heads * kernels::kv_head_bytes(dtype, head_dim);
   }
 };
 
@@ -84,7 +85,8 @@ class ModelRunner {
   // KV transfer (prefill/decode disaggregation): copies one physical block's K/V
   // out of / into the storage, kv_bytes_per_block(block_size) bytes laid out as the
   // wire format's block payload (kv_transfer/wire.h): for each layer, K then V, each
-  // [block_size][num_kv_heads][head_dim] elements of kv_geometry().dtype. Called on
+  // [block_size][num_kv_heads] slices of kv_geometry().dtype (kv_layout.h: head_dim
+  // elements, int8 followed by their f32 scale). Called on
   // the engine thread between steps. Runners without it throw distllm::Error.
   virtual void read_kv_block(int32_t block, void* out) const;
   virtual void write_kv_block(int32_t block, const void* in);

@@ -196,12 +196,8 @@ TEST(DataParallel, MixedPrecisionWithinToleranceOfFp32) {
 
 TEST(DataParallel, MemoryMatchesThePlanWithinTenPercent) {
   const int n = comm::world()->size();
-  ModelConfig cfg;
-  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
-  cfg.normalize();
-  std::vector<uint32_t> toks(50000);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
-  TokenDataset data = TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  const ModelConfig cfg = memory_model();
+  const TokenDataset& data = memory_data();
   for (Strategy st : kStrategies) {
     for (int ckpt : {0, 1}) {
       ParallelConfig pc;

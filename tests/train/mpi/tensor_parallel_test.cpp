@@ -252,18 +252,19 @@ using TrainRun = train_test::Result;
 
 // dp x tp on the first dp * tp ranks (null elsewhere).
 std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
-                                   ActivationCheckpointing checkpointing = {}) {
+                                   ActivationCheckpointing checkpointing = {}, int cp = 1) {
   auto w = comm::world();
-  auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
+  auto group = w->split(w->rank() < dp * cp * tp ? 0 : -1, w->rank());
   if (!group) return std::nullopt;
-  comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
+  comm::DeviceMesh mesh(group, {{"dp", dp}, {"cp", cp}, {"tp", tp}});
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
+  comm::GroupContextParallelComm ring(mesh.group("cp"));
   train_test::Job job;
   job.checkpointing = checkpointing;
   TrainOptions o = train_test::options(job, train_test::kBatch);
-  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"),
-                      TensorParallel{&plan, &tp_comm, sp});
+  DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.flatten({"dp", "cp"}),
+                      TensorParallel{&plan, &tp_comm, sp}, ContextParallel{&ring});
   engine.init_weights(11);
   engine.sync_parameters();
   Trainer t(engine, train_test::dataset(), nullptr, o);
@@ -278,12 +279,12 @@ std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strat
 }
 
 void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
-                        ActivationCheckpointing checkpointing = {}) {
-  if (dp * tp > comm::world()->size()) return;
-  const std::string what = strprintf("%s dp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, tp,
-                                     strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
+                        ActivationCheckpointing checkpointing = {}, int cp = 1) {
+  if (dp * cp * tp > comm::world()->size()) return;
+  const std::string what = strprintf("%s dp=%d cp=%d tp=%d %s%s checkpointing %s", cfg.describe().c_str(), dp, cp,
+                                     tp, strategy_name(strategy), sp ? " sp" : "", checkpointing.describe().c_str());
   const TrainRun ref = train_single(cfg, train_test::kBatch * dp);
-  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing)) expect_same_training(cfg, ref, *got, what);
+  if (auto got = train_mesh(cfg, dp, tp, strategy, sp, checkpointing, cp)) expect_same_training(cfg, ref, *got, what);
 }
 
 TEST(TensorParallelTraining, TpAloneMatchesTheSingleProcess) {
@@ -302,6 +303,17 @@ TEST(TensorParallelTraining, SequenceParallelWithAndWithoutRecomputation) {
   expect_mesh_parity(llama_tp(2), 2, 2, Strategy::kZero3, true);
 }
 
+TEST(ContextParallelTraining, RingAttentionAloneAndOnAMesh) {
+  // cp alone, both families; with dp (gradients reduced over dp x cp) and tp.
+  for (int cp : {2, 4}) {
+    expect_mesh_parity(gpt2_tp(), 1, 1, Strategy::kDdp, false, {}, cp);
+    expect_mesh_parity(llama_tp(4), 1, 1, Strategy::kZero2, false, {}, cp);
+  }
+  expect_mesh_parity(llama_tp(2), 1, 1, Strategy::kDdp, false, ActivationCheckpointing::parse("all"), 2);
+  expect_mesh_parity(gpt2_tp(), 2, 1, Strategy::kZero3, false, {}, 2);
+  expect_mesh_parity(llama_tp(4), 1, 2, Strategy::kDdp, /*sp=*/true, {}, 2);
+}
+
 TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
   // dp=2 x tp=2 with every data-parallel strategy, both families.
   for (Strategy st : {Strategy::kDdp, Strategy::kZero1, Strategy::kZero2, Strategy::kZero3}) {
@@ -313,12 +325,8 @@ TEST(TensorParallelTraining, DataParallelOverTensorParallelShards) {
 
 TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
   const int world = comm::world()->size();
-  ModelConfig cfg;
-  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
-  cfg.normalize();
-  std::vector<uint32_t> toks(50000);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
-  TokenDataset data = TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  const ModelConfig cfg = train_test::memory_model();
+  const TokenDataset& data = train_test::memory_data();
   struct Case {
     int dp, tp;
     bool sp;

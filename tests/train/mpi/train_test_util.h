@@ -72,6 +72,23 @@ inline ModelConfig tiny(ModelFamily family) {
   return c;
 }
 
+// The model and data the memory tests compare with `distllm plan`.
+inline ModelConfig memory_model() {
+  ModelConfig cfg;
+  cfg.n_layer = 4, cfg.n_head = 4, cfg.n_embd = 128, cfg.vocab_size = 512, cfg.max_position = 64;
+  cfg.normalize();
+  return cfg;
+}
+
+inline const TokenDataset& memory_data() {
+  static TokenDataset d = [] {
+    std::vector<uint32_t> toks(50000);
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint32_t>((i * 31 + i / 7) % 512);
+    return TokenDataset::from_tokens(std::move(toks), 512, "memory");
+  }();
+  return d;
+}
+
 inline const TokenDataset& dataset() {
   static TokenDataset d = [] {
     std::vector<uint32_t> t(20000);

@@ -6,6 +6,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
+#include "distllm/kernels/kv_layout.h"
 
 namespace distllm::serve::kv_transfer {
 namespace {
@@ -36,11 +37,19 @@ uint64_t get_u64(const char* p) {
 
 constexpr uint8_t kNumDTypes = sizeof kAllDTypes / sizeof kAllDTypes[0];
 
+// Payload bytes of one block: K and V slices (kernels/kv_layout.h) of every layer.
+// Dimensions of up to 2^16 each can take the product past 64 bits; it then
+// saturates at UINT64_MAX (over any size limit) instead of wrapping to a small number.
+uint64_t payload_bytes(const KvFingerprint& f) {
+  uint64_t n = kernels::kv_head_bytes(f.dtype, static_cast<int>(f.head_dim));
+  for (uint64_t factor : {uint64_t{2}, uint64_t{f.num_layers}, uint64_t{f.block_size}, uint64_t{f.num_kv_heads}})
+    if (__builtin_mul_overflow(n, factor, &n)) return UINT64_MAX;
+  return n;
+}
+
 }  // namespace
 
-size_t KvFingerprint::block_bytes() const {
-  return 2ull * num_layers * block_size * num_kv_heads * head_dim * dtype_size(dtype);
-}
+size_t KvFingerprint::block_bytes() const { return static_cast<size_t>(payload_bytes(*this)); }
 
 std::string KvFingerprint::describe() const {
   return strprintf("%u layers, %u KV heads, head dim %u, %s, block size %u, vocabulary %u", num_layers, num_kv_heads,
@@ -144,8 +153,9 @@ bool KvStreamDecoder::parse_fixed_header() {
   const uint16_t version = get_u16(p + 4);
   if (version != kVersion) return reject(strprintf("unsupported version %u (this build reads %u)", version, kVersion));
   const uint8_t dtype = static_cast<uint8_t>(p[6]);
-  if (dtype >= kNumDTypes || !dtype_is_float(static_cast<DType>(dtype)))
-    return reject(strprintf("dtype %u is not a floating-point type", dtype));
+  // A float type, or int8 (the --kv-cache-dtype int8 cache: slices carry a scale).
+  if (dtype >= kNumDTypes || !(dtype_is_float(static_cast<DType>(dtype)) || static_cast<DType>(dtype) == DType::kI8))
+    return reject(strprintf("dtype %u is not a floating-point type or int8", dtype));
   if (p[7] != 0) return reject(strprintf("flags %u are not 0", static_cast<uint8_t>(p[7])));
   KvFingerprint& f = header_.fingerprint;
   f.dtype = static_cast<DType>(dtype);
@@ -168,8 +178,7 @@ bool KvStreamDecoder::parse_fixed_header() {
     return reject(strprintf("%u tokens is more than the limit of %u", num_tokens, limits_.max_tokens));
   if (static_cast<uint64_t>(header_.num_blocks) * f.block_size != num_tokens)
     return reject(strprintf("%u tokens is not %u blocks of %u", num_tokens, header_.num_blocks, f.block_size));
-  // Each factor is at most 2^16 (dtype at most 8 bytes): the product fits in 64 bits.
-  const uint64_t block = 2ull * f.num_layers * f.block_size * f.num_kv_heads * f.head_dim * dtype_size(f.dtype);
+  const uint64_t block = payload_bytes(f);
   if (block > limits_.max_block_bytes)
     return reject(strprintf("a block of %llu bytes is more than the limit of %zu", static_cast<unsigned long long>(block),
                           limits_.max_block_bytes));

@@ -2,13 +2,15 @@
 // prefill replica to a decode replica (docs/serving.md, "Prefill/decode
 // disaggregation", has the byte-by-byte table). All integers little-endian.
 //
-//   header   magic "DLKV", u16 version (1), u8 dtype (distllm::DType), u8 flags (0),
+//   header   magic "DLKV", u16 version (1), u8 dtype (distllm::DType: a float type
+//            or int8), u8 flags (0),
 //            u32 block_size, u32 num_layers, u32 num_kv_heads, u32 head_dim,
 //            u32 vocab_size, u32 num_tokens, u32 num_blocks,
 //            then num_tokens i32 token ids
 //   block    u32 index (0, 1, ... in order), u64 FNV-1a checksum of the payload,
-//            payload: for each layer, K then V, each [block_size][num_kv_heads][head_dim]
-//            elements of dtype
+//            payload: for each layer, K then V, each [block_size][num_kv_heads] slices
+//            of dtype: head_dim elements (int8: then their f32 scale, the cache's
+//            layout in kernels/kv_layout.h)
 //   end      u32 0xFFFFFFFF, u32 num_blocks (again)
 //
 // num_tokens == num_blocks * block_size: block i holds the K/V of tokens
