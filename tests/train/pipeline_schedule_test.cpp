@@ -118,6 +118,24 @@ TEST(StageRange, SplitsLayersEvenlyExtraOnTheFirstStages) {
   }
 }
 
+TEST(StageRange, WeighsTheOutputHead) {
+  auto sizes = [](const ModelConfig& c, int p) {
+    std::vector<int> v;
+    for (int s = 0; s < p; ++s) v.push_back(StageRange::for_model(c, p, s).layers());
+    return v;
+  };
+  // gpt2-124M: the head (50257 x 768) costs 5.5 layers.
+  const ModelConfig gpt2 = ModelConfig::preset("gpt2-124M");
+  EXPECT_NEAR(StageRange::head_cost(gpt2), 5.45, 0.01);
+  EXPECT_EQ(sizes(gpt2, 2), (std::vector<int>{9, 3}));
+  EXPECT_EQ(sizes(gpt2, 4), (std::vector<int>{4, 4, 3, 1}));
+  // A byte-level vocabulary: the head is cheap and the split is even.
+  ModelConfig bytes = ModelConfig::preset("gpt2-tiny");
+  bytes.vocab_size = 256;
+  EXPECT_EQ(sizes(bytes, 2), (std::vector<int>{3, 3}));
+  EXPECT_EQ(sizes(bytes, 4), (std::vector<int>{2, 2, 1, 1}));
+}
+
 TEST(StageRange, LayoutHoldsOnlyTheStagesGroups) {
   for (bool tied : {true, false}) {
     ModelConfig c;

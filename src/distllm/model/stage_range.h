@@ -3,11 +3,14 @@
 // last. The whole model is the one stage of a pipeline of one.
 //
 // Layers are split as evenly as possible; when they do not divide, the earlier
-// stages take the extra layer, since the last stage also runs the output head (for
-// a GPT-2 vocabulary, as many FLOPs as several layers).
+// stages take the extra layer, since the last stage also runs the output head.
+// for_model also weighs the head: for a GPT-2 vocabulary it costs as many matmul
+// FLOPs as several layers (5.5 for gpt2-124M), so the last stage gets fewer layers.
 #pragma once
 
 #include <string>
+
+#include "distllm/model/config.h"
 
 namespace distllm {
 
@@ -19,7 +22,14 @@ struct StageRange {
   static StageRange whole(int n_layer);
   // Stage `stage` of `stages`; throws naming the sizes when there are more stages
   // than layers (a stage without a layer would only forward its input).
-  static StageRange split(int n_layer, int stages, int stage);
+  // head_cost: the output head's work in layers (0: layers only). The last stage
+  // gets the fewest layers that minimise the costliest stage; the others split the
+  // rest evenly (extra layers on the earlier stages).
+  static StageRange split(int n_layer, int stages, int stage, double head_cost = 0.0);
+  // The split for `config`, weighing its head by matmul parameters (attention's
+  // sequence-length term and the embedding lookup are left out).
+  static StageRange for_model(const ModelConfig& config, int stages, int stage);
+  static double head_cost(const ModelConfig& config);
 
   bool first() const { return begin == 0; }
   bool last() const { return end == n_layer; }

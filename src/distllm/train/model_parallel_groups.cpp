@@ -59,7 +59,7 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
-  StageRange::split(config.n_layer, pp, 0);
+  StageRange::for_model(config, pp, 0);
   if (!world) return g;  // one process: a mesh of ones
   g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
   const bool has_cp = std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.first == "cp"; });
@@ -71,7 +71,7 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   }
   if (pp > 1) {
     g.pipeline.group = g.mesh->group("pp");
-    g.pipeline.range = StageRange::split(config.n_layer, pp, g.mesh->coord("pp"));
+    g.pipeline.range = StageRange::for_model(config, pp, g.mesh->coord("pp"));
   }
   return g;
 }
