@@ -82,5 +82,34 @@ timeout 60 "${MPIRUN[@]}" -x DISTLLM_COMM_TIMEOUT -x DISTLLM_TEST_KILL_RANK -x D
 rc=$?
 set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$T/kill2.out"; fail "expected a non-zero exit, got $rc"; }
+
+echo "== pipeline: a rank killed mid-step, its pipeline neighbour and its dp peer name it"
+# pp=2 x dp=2: rank 1 is stage 0 of the second pipeline (rank 3 is its stage 1, rank
+# 0 its data-parallel peer); it dies before its first backward of step 3.
+start=$(date +%s)
+set +e
+timeout 60 "${MPIRUN[@]}" --enable-recovery -x DISTLLM_COMM_TIMEOUT -x DISTLLM_TEST_KILL_RANK -x DISTLLM_TEST_KILL_STEP \
+  -n 4 "$D" train --text "$T/a.txt" "${M[@]}" --steps 20 --mesh pp=2,dp=2 --micro-batches 3 > "$T/killpp.out" 2>&1
+rc=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 124 ] || { cat "$T/killpp.out"; fail "the pipeline job hung after a rank died"; }
+# Subgroups name the world rank too: "peers [0] (world [1]) did not complete ...".
+grep -Eq 'aborting the job: .*(ranks|peers) \[[0-9]+\] \(world \[1\]\) did not' "$T/killpp.out" \
+  || { cat "$T/killpp.out"; fail "the missing pipeline rank was not named"; }
+[ $elapsed -lt 40 ] || fail "took ${elapsed}s to notice the dead pipeline rank"
 unset DISTLLM_COMM_TIMEOUT DISTLLM_TEST_KILL_RANK DISTLLM_TEST_KILL_STEP
+
+echo "== pipeline: 2 stages log their bubble and save the whole model; pp > layers is refused"
+"${MPIRUN[@]}" -n 2 "$D" train --text "$T/a.txt" "${M[@]}" --steps 3 --mesh pp=2 --micro-batches 4 \
+  --pp-schedule gpipe --out "$T/ppmodel" > "$T/pp.out" 2>&1 || { cat "$T/pp.out"; fail "pp=2 run failed"; }
+grep -Eq "bubble [0-9]+% [0-9]+% \(ideal 20%\)" "$T/pp.out" || { cat "$T/pp.out"; fail "no bubble on step lines"; }
+grep -q "pipeline bubble (mean of steps 2..): stage 0" "$T/pp.out" || fail "no bubble summary"
+"$D" generate --model "$T/ppmodel" --prompt "The" --max-tokens 4 > /dev/null || fail "the pp model does not load"
+set +e
+"${MPIRUN[@]}" -n 4 "$D" train --text "$T/a.txt" "${M[@]}" --steps 1 --mesh pp=4 > "$T/pp4.out" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "pp=4 pipeline stages but the model has 2 layers" "$T/pp4.out" \
+  || { cat "$T/pp4.out"; fail "pp > layers was not refused"; }
 echo "PASS"

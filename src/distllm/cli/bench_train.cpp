@@ -16,6 +16,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/base/profiler.h"
 #include "distllm/base/rng.h"
+#include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
@@ -82,7 +83,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   bool json = args.get_flag("json", "print one JSON object instead of text");
   int peak_n = static_cast<int>(args.get_int("peak-size", 2048, "matrix size for the sgemm peak measurement"));
   ParallelConfig pc;
-  const std::string mesh = args.get_string("mesh", "", "dp=D,tp=T,cp=C: model-parallel mesh (see train)");
+  const std::string mesh =
+      args.get_string("mesh", "", "dp=D,tp=T,cp=C or dp=D,pp=P: model-parallel mesh (see train)");
   const bool sequence_parallel = args.get_flag("sequence-parallel", "with --mesh tp=T: Megatron sequence parallelism");
   const int data_ranks = data_parallel_size(mesh, n);
   pc.strategy = parse_strategy(args.get_string("strategy", gradient_reduction_size(mesh, n) > 1 ? "ddp" : "none",
@@ -96,6 +98,8 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   TrainOptions o;
   o.batch = B, o.seq_len = T, o.steps = warmup + steps;
   o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per step"));
+  o.micro_batches = static_cast<int>(args.get_int("micro-batches", 1, "with --mesh pp=P: micro-batches per step"));
+  o.pipeline_schedule = parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --mesh pp=P: gpipe | 1f1b"));
   o.checkpointing = ActivationCheckpointing::parse(args.get_string("activation-checkpointing", "none", "none | all | every:K"));
   o.schedule.max_lr = 1e-4, o.schedule.min_lr = 1e-5;
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
@@ -111,11 +115,13 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   TokenDataset data = TokenDataset::from_tokens(std::move(toks), static_cast<uint32_t>(cfg.vocab_size), "random");
 
   ModelParallelGroups groups = make_model_parallel_groups(mesh, world, cfg, sequence_parallel);
-  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel());
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
+                  groups.pipeline);
   dp.init_weights(1);
   dp.sync_parameters();
   Trainer trainer(dp, data, nullptr, o);
   std::vector<double> ms;
+  std::vector<std::vector<double>> bubbles;  // per timed step, per stage
   CommTime comm;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup && breakdown) {
@@ -127,6 +133,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     if (s >= warmup) {
       ms.push_back(st.millis);
       comm += st.comm;
+      if (!st.stage_bubbles.empty()) bubbles.push_back(st.stage_bubbles);
     }
   }
   Profiler::set_enabled(false);
@@ -150,8 +157,20 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     peak_sum += r.peak_gflops;
     fma_sum += r.fma_peak_gflops;
   }
-  // Tensor-parallel ranks share their batch: the data-parallel ranks count.
-  const double tokens_per_step = static_cast<double>(B) * T * o.grad_accum * data_ranks;
+  // Tensor-parallel ranks and pipeline stages share their batch: the data-parallel
+  // ranks count.
+  const int micro_steps = groups.pipeline.active() ? o.micro_batches : o.grad_accum;
+  const double tokens_per_step = static_cast<double>(B) * T * micro_steps * data_ranks;
+  // Each stage's median bubble over the timed steps.
+  std::vector<double> bubble;
+  for (size_t k = 0; !bubbles.empty() && k < bubbles[0].size(); ++k) {
+    std::vector<double> v;
+    for (const auto& b : bubbles) v.push_back(b[k]);
+    bubble.push_back(median(v));
+  }
+  const double ideal_bubble = groups.pipeline.active()
+                                  ? ideal_bubble_fraction(groups.pipeline.range.stages, o.micro_batches)
+                                  : 0.0;
   const int64_t n_params = matmul_params(cfg);
   // PaLM's count: 6 N per token for the matmuls (forward + backward) plus
   // 12 * n_layer * T * attn_dim for attention scores and values.
@@ -174,6 +193,12 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                         {"flops_per_token", flops_per_token},
                         {"comm_ms", comm_ms}, {"comm_exposed_ms", exposed_ms}, {"comm_hidden", hidden},
                         {"per_rank", ranks}};
+    if (!bubble.empty()) {
+      j["pp_schedule"] = pipeline_schedule_name(o.pipeline_schedule);
+      j["micro_batches"] = o.micro_batches;
+      j["bubble"] = bubble;
+      j["bubble_ideal"] = ideal_bubble;
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -183,6 +208,12 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   std::printf("shape:       batch %d x seq %d per data-parallel rank, %d rank%s x %d thread%s, %d timed steps (median)\n", B, T, n,
               n == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s", steps);
   std::printf("ms/step:     %.1f (slowest rank)\n", slowest);
+  if (!bubble.empty()) {
+    std::string per;
+    for (double b : bubble) per += strprintf(" %.1f%%", 100 * b);
+    std::printf("bubble:     %s per stage (median; %s, %d micro-batches: ideal (p-1)/(m+p-1) = %.1f%%)\n",
+                per.c_str(), pipeline_schedule_name(o.pipeline_schedule), o.micro_batches, 100 * ideal_bubble);
+  }
   std::printf("tokens/s:    %.0f (the job)\n", tok_s);
   std::printf("GFLOP/s:     %.1f  (%.3g GFLOP/step: 6 x %.2fM matmul params + attention, per token)\n", gflops,
               flops_per_token * tokens_per_step / 1e9, n_params / 1e6);

@@ -74,6 +74,8 @@ ConfigFields job_fields(const ModelConfig& cfg, const TrainOptions& o, const Par
   f.emplace_back("--batch", std::to_string(o.batch));
   f.emplace_back("--seq", std::to_string(o.seq_len));
   f.emplace_back("--grad-accum", std::to_string(o.grad_accum));
+  f.emplace_back("--micro-batches", std::to_string(o.micro_batches));
+  f.emplace_back("--pp-schedule", pipeline_schedule_name(o.pipeline_schedule));
   f.emplace_back("--steps", std::to_string(o.steps));
   f.emplace_back("--lr", strprintf("%.17g", o.schedule.max_lr));
   f.emplace_back("--min-lr", strprintf("%.17g", o.schedule.min_lr));
@@ -221,6 +223,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per rank"));
   o.seq_len = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
   o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per optimizer step"));
+  o.micro_batches = static_cast<int>(
+      args.get_int("micro-batches", 1, "pipeline parallelism (--mesh pp=P): micro-batches of --batch per step"));
+  o.pipeline_schedule = parse_pipeline_schedule(
+      args.get_string("pp-schedule", "1f1b", "pipeline parallelism: gpipe | 1f1b (see docs/parallelism.md)"));
   o.steps = args.get_int("steps", 100, "optimizer steps");
   o.schedule.max_lr = args.get_double("lr", 6e-4, "peak learning rate");
   o.schedule.min_lr = args.get_double("min-lr", -1, "final learning rate (default lr/10)");
@@ -239,9 +245,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
 
   const std::string mesh_text = args.get_string(
-      "mesh", "", "dp=D,tp=T,cp=C (any order, the last varies fastest): tensor-parallel groups of T ranks, "
-                  "context-parallel rings of C ranks (ring attention; --seq a multiple of C), data parallel "
-                  "(--strategy) across D; dp may be left out (default: every rank data parallel)");
+      "mesh", "", "dp=D,tp=T,cp=C or dp=D,pp=P (any order, the last varies fastest): tensor-parallel groups of T "
+                  "ranks, context-parallel rings of C ranks (ring attention; --seq a multiple of C), pipelines of P "
+                  "stages (--micro-batches, --pp-schedule), data parallel (--strategy) across D; dp may be left out "
+                  "(default: every rank data parallel)");
   const bool sequence_parallel = args.get_flag(
       "sequence-parallel", "with --mesh tp=T: also split the norms and the residual stream along the sequence "
                            "(Megatron-SP: reduce-scatter / all-gather in place of all-reduce)");
@@ -356,7 +363,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
 
   ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
-  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel());
+  DL_CHECK(groups.pipeline.active() || o.micro_batches == 1,
+           "--micro-batches %d needs pipeline parallelism (--mesh pp=P); use --grad-accum otherwise", o.micro_batches);
+  DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
+                  groups.pipeline);
   if (init_from) {
     std::unique_ptr<Transformer> loaded = load_hf_model(*init_from);
     dp.load_full(loaded->params());
@@ -368,7 +378,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const bool lead = rank == 0;
   // Tensor-parallel ranks share their batch: the data-parallel ranks count.
   const int data_ranks = dp.data_ranks();
-  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * o.grad_accum * data_ranks;
+  const int micro_steps = groups.pipeline.active() ? o.micro_batches : o.grad_accum;
+  const double tokens_per_step = static_cast<double>(o.batch) * o.seq_len * micro_steps * data_ranks;
   if (lead) {
     std::printf("model: %s\n", cfg.describe().c_str());
     std::printf("data: %s, %llu tokens%s\n", train->origin().c_str(), (unsigned long long)train->size(),
@@ -376,9 +387,15 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     std::printf("parallel: %s; %lld thread%s per rank\n", dp.describe().c_str(), (long long)threads,
                 threads == 1 ? "" : "s");
     if (groups.mesh) std::printf("mesh: %s\n", groups.describe().c_str());
-    std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d accumulation step(s) = %.0f tokens/step, "
+    if (groups.pipeline.active())
+      std::printf("pipeline: %d stages, %s schedule, %d micro-batches (ideal bubble %.1f%%); rank 0 holds %s\n",
+                  groups.pipeline.range.stages, pipeline_schedule_name(o.pipeline_schedule), o.micro_batches,
+                  100 * ideal_bubble_fraction(groups.pipeline.range.stages, o.micro_batches),
+                  groups.pipeline.range.describe().c_str());
+    std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d %s = %.0f tokens/step, "
                 "%lld steps, lr %g -> %g (%s, warmup %lld)%s\n",
-                o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", o.grad_accum, tokens_per_step,
+                o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", micro_steps,
+                groups.pipeline.active() ? "micro-batch(es)" : "accumulation step(s)", tokens_per_step,
                 (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr, o.schedule.kind.c_str(),
                 (long long)o.schedule.warmup_steps,
                 o.checkpointing.every ? (", activation checkpointing " + o.checkpointing.describe()).c_str() : "");
@@ -443,6 +460,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
 
   std::string plot_path = plot;
+  if (lead && !report.bubble_summary().empty()) std::printf("%s\n", report.bubble_summary().c_str());
   if (plot_path.empty() && out) plot_path = *out + ".loss.svg";
   if (plot_path.empty() && !metrics_file.empty()) plot_path = metrics_file + ".svg";
   if (!plot_path.empty() && lead) std::printf("loss curve: %s\n", report.write_plot(plot_path).c_str());

@@ -71,6 +71,17 @@ void TrainReport::step(const StepStats& s, const std::vector<RankFigures>& ranks
   if (!active_) return;
   const double tokens = tokens_per_step_ * static_cast<double>(s.step);
   curve_.train.push_back({s.step, tokens, s.loss});
+  std::string bubble;
+  if (!s.stage_bubbles.empty()) {
+    ideal_bubble_ = s.ideal_bubble;
+    if (s.step > 1) {
+      bubble_sums_.resize(s.stage_bubbles.size());
+      for (size_t k = 0; k < s.stage_bubbles.size(); ++k) bubble_sums_[k] += s.stage_bubbles[k];
+      ++bubble_steps_;
+    }
+    for (double b : s.stage_bubbles) bubble += strprintf("%s%.0f%%", bubble.empty() ? "" : " ", 100 * b);
+    bubble = strprintf(" | bubble %s (ideal %.0f%%)", bubble.c_str(), 100 * s.ideal_bubble);
+  }
   if (metrics_) {
     nlohmann::json j = {{"type", "step"},
                         {"step", s.step},
@@ -85,6 +96,7 @@ void TrainReport::step(const StepStats& s, const std::vector<RankFigures>& ranks
                         {"comm_hidden", s.comm.hidden_fraction()},
                         {"elapsed_s", now_seconds() - started_}};
     if (!ranks.empty()) j["ranks"] = rank_json(ranks);
+    if (!s.stage_bubbles.empty()) j["bubble"] = s.stage_bubbles, j["bubble_ideal"] = s.ideal_bubble;
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -102,9 +114,18 @@ void TrainReport::step(const StepStats& s, const std::vector<RankFigures>& ranks
   std::string comm;
   if (s.comm.busy_s > 0)
     comm = strprintf(" | comm %.1f ms (%.0f%% hidden)", s.comm.busy_s * 1e3, 100.0 * s.comm.hidden_fraction());
-  std::printf("step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s%s\n", (long long)s.step,
-              (long long)total_, s.loss, s.lr, s.grad_norm, s.millis, s.tokens_per_second, comm.c_str());
+  std::printf("step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s%s%s\n", (long long)s.step,
+              (long long)total_, s.loss, s.lr, s.grad_norm, s.millis, s.tokens_per_second, comm.c_str(),
+              bubble.c_str());
   std::fflush(stdout);
+}
+
+std::string TrainReport::bubble_summary() const {
+  if (bubble_steps_ == 0) return "";
+  std::string line = "pipeline bubble (mean of steps 2..):";
+  for (size_t k = 0; k < bubble_sums_.size(); ++k)
+    line += strprintf(" stage %zu %.1f%%", k, 100 * bubble_sums_[k] / static_cast<double>(bubble_steps_));
+  return line + strprintf(" | ideal (p-1)/(m+p-1) = %.1f%%", 100 * ideal_bubble_);
 }
 
 void TrainReport::note(const std::string& line) {

@@ -31,6 +31,9 @@ class TrainReport {
   void eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks);
   // A line of its own (checkpoints): ends a live progress line first.
   void note(const std::string& line);
+  // Pipelines: each stage's mean bubble over the steps after the first (warm-up), as
+  // a line; "" without a pipeline.
+  std::string bubble_summary() const;
   // Writes the loss curve (SVG) and returns its path ("" when nothing was logged).
   std::string write_plot(const std::string& path);
 
@@ -43,6 +46,9 @@ class TrainReport {
   double started_;
   FILE* metrics_ = nullptr;
   LossCurve curve_;
+  std::vector<double> bubble_sums_;  // per stage, over steps 2..
+  int64_t bubble_steps_ = 0;
+  double ideal_bubble_ = 0;
 
   void end_live_line();
 };

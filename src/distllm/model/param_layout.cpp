@@ -1,5 +1,7 @@
 #include "distllm/model/param_layout.h"
 
+#include <cstring>
+
 #include "distllm/base/error.h"
 
 namespace distllm {
@@ -17,6 +19,7 @@ void ParamLayout::begin_group(const std::string& name) {
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+  if (!keep_.at(groups_.size() - 1)) return;  // a group this pipeline stage does not hold
   ParamTensor t;
   t.name = name;
   t.numel = 1;
@@ -31,7 +34,14 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, bool 
   tensors_.push_back(std::move(t));
 }
 
-ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
+ParamLayout::ParamLayout(const ModelConfig& c) : ParamLayout(c, StageRange::whole(c.n_layer)) {}
+
+ParamLayout::ParamLayout(const ModelConfig& c, const StageRange& stage) : config_(c) {
+  DL_CHECK(stage.n_layer == c.n_layer, "pipeline stage of a %d-layer model used with a %d-layer one", stage.n_layer,
+           c.n_layer);
+  keep_.push_back(stage.holds_embedding(c.tie_embeddings));
+  for (int i = 0; i < c.n_layer; ++i) keep_.push_back(stage.has_layer(i));
+  keep_.push_back(stage.last());
   const int64_t V = c.vocab_size, C = c.n_embd, P = c.max_position, I = c.intermediate_size;
   const int64_t A = c.attn_dim(), KVD = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
   if (c.is_gpt2()) {
@@ -81,6 +91,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
     if (!c.tie_embeddings) add("lm_head.weight", {V, C}, true);
   }
   total_ = (total_ + kGroupAlign - 1) / kGroupAlign * kGroupAlign;
+  keep_.clear();
 }
 
 std::optional<int> ParamLayout::find(const std::string& name) const {
@@ -152,6 +163,19 @@ HeadTensors ParamLayout::head_view(float* head_base, float* embed_base) const {
   h.lm_head = config_.tie_embeddings ? (embed_base ? embed_view(embed_base).wte : nullptr)
                                      : ptr(config_.is_gpt2() ? 2 : 1);
   return h;
+}
+
+void copy_common_tensors(const ParamLayout& from, const float* src, const ParamLayout& to, float* dst,
+                         int skip_group) {
+  for (const ParamTensor& t : to.tensors()) {
+    if (t.group == skip_group) continue;
+    auto k = from.find(t.name);
+    if (!k) continue;
+    const ParamTensor& f = from.tensors()[static_cast<size_t>(*k)];
+    DL_CHECK(f.numel == t.numel, "%s has %lld elements in one layout and %lld in the other", t.name.c_str(),
+             (long long)f.numel, (long long)t.numel);
+    std::memcpy(dst + t.offset, src + f.offset, sizeof(float) * static_cast<size_t>(t.numel));
+  }
 }
 
 }  // namespace distllm

@@ -24,6 +24,9 @@
 //   model.norm.weight [C], lm_head.weight [V, C] (absent when tied)
 // q/k/v and gate/up are adjacent, so each pair forms one [rows, C] matrix and is
 // applied with a single matmul.
+//
+// A pipeline stage's layout keeps every group (so group numbers are the same on
+// every stage) but leaves the groups it does not hold empty: no tensors, no floats.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,7 @@
 
 #include "distllm/kernels/matmul.h"
 #include "distllm/model/config.h"
+#include "distllm/model/stage_range.h"
 
 namespace distllm {
 
@@ -83,6 +87,9 @@ struct HeadTensors {
 class ParamLayout {
  public:
   explicit ParamLayout(const ModelConfig& config);
+  // The groups `stage` holds (its layers, the embedding when it holds_embedding, the
+  // head on the last stage); the others are empty.
+  ParamLayout(const ModelConfig& config, const StageRange& stage);
 
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
@@ -90,6 +97,7 @@ class ParamLayout {
   int embed_group() const { return 0; }
   int layer_group(int layer) const { return 1 + layer; }
   int head_group() const { return static_cast<int>(groups_.size()) - 1; }
+  bool has_group(int g) const { return !groups_.at(static_cast<size_t>(g)).tensors.empty(); }
 
   std::optional<int> find(const std::string& name) const;
   const ParamTensor& tensor(const std::string& name) const;  // throws if unknown
@@ -122,9 +130,17 @@ class ParamLayout {
   int64_t total_ = 0;
   kernels::WeightLayout linear_layout_;
 
+  std::vector<bool> keep_;  // per group, while building
+
   void begin_group(const std::string& name);
   void add(const std::string& name, std::vector<int64_t> shape, bool decay);
   float* at(float* base, const std::string& name) const;
 };
+
+// Copies every tensor of `to` that `from` also has (same name and size) from the
+// flat buffer `src` (of `from`) to `dst` (of `to`), leaving the rest of `dst` as it
+// is; tensors of group `skip_group` of `to` are left out.
+void copy_common_tensors(const ParamLayout& from, const float* src, const ParamLayout& to, float* dst,
+                         int skip_group = -1);
 
 }  // namespace distllm

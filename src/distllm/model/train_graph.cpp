@@ -94,6 +94,14 @@ const ModelConfig& graph_config(const ModelConfig& config, const TensorParallel&
   return tp.plan->local();
 }
 
+// A default StageRange (no layers known) stands for the whole model.
+StageRange graph_stage(const ModelConfig& config, const StageRange& stage) {
+  if (stage.n_layer == 0 && stage.stages == 1) return StageRange::whole(config.n_layer);
+  DL_CHECK(stage.n_layer == config.n_layer, "pipeline stage of a %d-layer model used with a %d-layer one",
+           stage.n_layer, config.n_layer);
+  return stage;
+}
+
 }  // namespace
 
 namespace {
@@ -106,7 +114,7 @@ int block_length(int seq_len, const ContextParallel& cp) {
 }  // namespace
 
 TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing,
-                       TensorParallel tp, ContextParallel cp)
+                       TensorParallel tp, ContextParallel cp, StageRange stage)
     : cfg_(graph_config(config, tp)),
       layout_(cfg_),
       tp_(tp),
@@ -115,6 +123,7 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
       B_(batch),
       T_(block_length(seq_len, cp)),
       BT_(static_cast<int64_t>(batch) * T_),
+      stage_(graph_stage(config, stage)),
       checkpointing_(checkpointing) {
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
   DL_CHECK(seq_len <= cfg_.max_position, "sequence length %d exceeds the model's context (%d)", seq_len,
@@ -143,23 +152,25 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   } else {
     for (int64_t i = 0; i < BT_; ++i) positions_[i] = static_cast<int32_t>(i % T_);
   }
-  tokens_.resize(BT_);
-  inputs_.resize(cfg_.n_layer);
-  layers_.resize(cfg_.n_layer);
+  if (stage_.first()) tokens_.resize(BT_);
+  inputs_.resize(stage_.layers());
+  layers_.resize(stage_.layers());
   bool any_checkpointed = false;
-  for (int l = 0; l < cfg_.n_layer; ++l) {
-    alloc(inputs_[l], rows_ * C);
+  for (int l = stage_.begin; l < stage_.end; ++l) {
+    alloc(inputs_[l - stage_.begin], rows_ * C);
     if (checkpointing_.applies(l))
       any_checkpointed = true;
     else
-      alloc_acts(layers_[l]);
+      alloc_acts(layers_[l - stage_.begin]);
   }
   if (any_checkpointed) alloc_acts(recompute_);
   alloc(final_input_, rows_ * C);
-  alloc(final_norm_, BT_ * C);
-  alloc(final_mean_, rows_);
-  alloc(final_rstd_, rows_);
-  alloc(losses_, BT_);
+  if (stage_.last()) {
+    alloc(final_norm_, BT_ * C);
+    alloc(final_mean_, rows_);
+    alloc(final_rstd_, rows_);
+    alloc(losses_, BT_);
+  }
   alloc(dresid_, rows_ * C);
   if (sp_) {
     alloc(partial_, BT_ * C);
@@ -173,9 +184,14 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
   alloc(dmlp_in_, BT_ * cfg_.mlp_in_dim());
   alloc(dmlp_act_, BT_ * cfg_.mlp_act_dim());
   // The chunking follows the whole vocabulary, so every tp rank runs the same chunks.
-  alloc(logits_chunk_, head_chunk_rows(BT_, vocab_) * cfg_.vocab_size);
+  if (stage_.last()) alloc(logits_chunk_, head_chunk_rows(BT_, vocab_) * cfg_.vocab_size);
   if (tp_.active() && tp_.plan->kv_replicas() > 1)
     alloc(kv_sum_, BT_ * 2 * tp_.plan->full().n_kv_head * cfg_.head_dim);
+}
+
+float* TrainGraph::stage_input() {
+  DL_CHECK(!stage_.first() && !inputs_.empty(), "internal error: the first pipeline stage starts from token ids");
+  return inputs_[0].data();
 }
 
 size_t TrainGraph::activation_bytes() const {
@@ -347,16 +363,19 @@ float TrainGraph::forward(Transformer& model, const int32_t* tokens, const int32
 }
 
 float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t* targets, const ForwardArgs& args) {
-  for (int64_t i = 0; i < BT_; ++i) {
+  // A pipeline stage reads only what it uses: token ids on the first, targets on the last.
+  for (int64_t i = 0; i < BT_ && stage_.first(); ++i)
     DL_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "token id %d at position %lld is outside the vocabulary [0, %d)",
              tokens[i], (long long)i, vocab_);
+  for (int64_t i = 0; i < BT_ && stage_.last(); ++i)
     DL_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab_),
              "target id %d at position %lld is outside the vocabulary [0, %d)", targets[i], (long long)i, vocab_);
-  }
   DL_CHECK(args.loss_normalizer >= 0, "loss normalizer must be >= 0");
   DL_CHECK(!tp_.active() || args.logits_out == nullptr,
            "logits_out is not available under tensor parallelism (each rank holds a slice of the vocabulary)");
-  if (tp_.active()) {
+  if (!stage_.first()) {
+    // Later pipeline stages start from stage_input(): no token ids to keep.
+  } else if (tp_.active()) {
     // This rank's rows of the embedding table; -1 for the other ranks' tokens.
     const int v0 = tp_.plan->vocab_begin(), v1 = v0 + cfg_.vocab_size;
     for (int64_t i = 0; i < BT_; ++i) tokens_[i] = tokens[i] >= v0 && tokens[i] < v1 ? tokens[i] - v0 : -1;
@@ -371,18 +390,24 @@ float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t
     if (hooks && hooks->after_group_forward) hooks->after_group_forward(group);
   };
 
-  const int embed = layout_.embed_group();
-  before(embed);
-  EmbedTensors emb = layout_.embed_view(src.group_params(embed));
-  float* first = cfg_.n_layer > 0 ? inputs_[0].data() : final_input_.data();
-  embed_forward(emb, tokens_.data(), first);
-  after(embed);
-  for (int l = 0; l < cfg_.n_layer; ++l) {
+  if (stage_.first()) {
+    const int embed = layout_.embed_group();
+    before(embed);
+    EmbedTensors emb = layout_.embed_view(src.group_params(embed));
+    float* first = stage_.layers() > 0 ? inputs_[0].data() : final_input_.data();
+    embed_forward(emb, tokens_.data(), first);
+    after(embed);
+  }
+  for (int l = stage_.begin; l < stage_.end; ++l) {
     const int g = layout_.layer_group(l);
     before(g);
-    float* out = l + 1 < cfg_.n_layer ? inputs_[l + 1].data() : final_input_.data();
-    layer_forward(layout_.layer_view(src.group_params(g), l), inputs_[l].data(), acts(l), out);
+    float* out = l + 1 < stage_.end ? layer_input(l + 1) : final_input_.data();
+    layer_forward(layout_.layer_view(src.group_params(g), l), layer_input(l), acts(l), out);
     after(g);
+  }
+  if (!stage_.last()) {
+    grad_pending_ = args.compute_grad;
+    return 0.0f;
   }
   before(layout_.head_group());
   float loss = head_forward(src, targets, args);
@@ -535,15 +560,18 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
   auto before = [&](int group) {
     if (hooks && hooks->before_group_backward) hooks->before_group_backward(group);
   };
-  // Final norm: final_dnorm_ holds d(final_norm) from the head.
-  const int head_g = layout_.head_group();
-  HeadTensors head = layout_.head_view(src.group_params(head_g), nullptr);
-  HeadTensors dhead = layout_.head_view(src.group_grads(head_g), nullptr);
-  dresid_.zero();
-  norm_backward(head.norm_w, dhead.norm_w, dhead.norm_b, final_dnorm_, final_input_.data(), final_mean_.data(),
-                final_rstd_.data());
-  ready(head_g);
-  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+  if (stage_.last()) {
+    // Final norm: final_dnorm_ holds d(final_norm) from the head.
+    const int head_g = layout_.head_group();
+    HeadTensors head = layout_.head_view(src.group_params(head_g), nullptr);
+    HeadTensors dhead = layout_.head_view(src.group_grads(head_g), nullptr);
+    dresid_.zero();
+    norm_backward(head.norm_w, dhead.norm_w, dhead.norm_b, final_dnorm_, final_input_.data(), final_mean_.data(),
+                  final_rstd_.data());
+    ready(head_g);
+  }
+  // Otherwise dresid_ holds d(stage output), written by the caller.
+  for (int l = stage_.end - 1; l >= stage_.begin; --l) {
     const int g = layout_.layer_group(l);
     before(g);
     LayerTensors w = layout_.layer_view(src.group_params(g), l);
@@ -551,11 +579,12 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
       // Recompute the layer's activations from its saved input. Its output is not
       // needed; dnorm_ is free scratch until layer_backward writes it.
       DL_PROFILE("bwd.recompute");
-      layer_forward(w, inputs_[l].data(), recompute_, dnorm_.data());
+      layer_forward(w, layer_input(l), recompute_, dnorm_.data());
     }
-    layer_backward(w, layout_.layer_view(src.group_grads(g), l), inputs_[l].data(), acts(l));
+    layer_backward(w, layout_.layer_view(src.group_grads(g), l), layer_input(l), acts(l));
     ready(g);
   }
+  if (!stage_.first()) return;  // dresid_ holds d(stage input)
   const int embed_g = layout_.embed_group();
   {
     const float* dout = all_rows(dresid_.data());

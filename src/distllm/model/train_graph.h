@@ -44,6 +44,14 @@
 // as ring attention over the group; everything else is per token. forward() then
 // takes this rank's [B, T / cp] tokens and targets, in ContextLayout's order.
 //
+// Pipeline parallelism (stage_range.h): given a stage, the graph holds and runs only
+// that stage's layers (and the embedding on the first stage, the final norm and
+// head on the last), and visits only their groups. A stage after the first starts
+// forward from the activation written into stage_input(); a stage before the last
+// ends forward with stage_output(), starts backward from the gradient written into
+// stage_output_grad(), and a stage after the first ends it with stage_input_grad().
+// Only the last stage computes (and returns) a loss; the others return 0.
+//
 // Activation checkpointing keeps only the input of a checkpointed layer and runs
 // its forward again inside backward; the recomputation is bit-identical, so loss and
 // gradients do not change.
@@ -59,6 +67,7 @@
 #include "distllm/base/context_parallel_comm.h"
 #include "distllm/model/param_source.h"
 #include "distllm/model/ring_attention.h"
+#include "distllm/model/stage_range.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/model/transformer.h"
 
@@ -116,7 +125,8 @@ class TrainGraph {
  public:
   // seq_len: the whole sequence (context parallelism gives this rank seq_len / cp).
   TrainGraph(const ModelConfig& config, int batch, int seq_len, ActivationCheckpointing checkpointing = {},
-             TensorParallel tp = {}, ContextParallel cp = {});
+             TensorParallel tp = {}, ContextParallel cp = {},
+             StageRange stage = {});  // default: the whole model
 
   int batch() const { return B_; }
   int seq_len() const { return T_; }  // tokens of each sequence this rank holds
@@ -131,6 +141,13 @@ class TrainGraph {
   float forward(ParamSource& params, const int32_t* tokens, const int32_t* targets, const ForwardArgs& args);
   // Accumulates (+=) every parameter's gradient.
   void backward(ParamSource& params, const TrainHooks* hooks = nullptr);
+
+  // Pipeline stage boundaries, each [B*T, C] (see above).
+  const StageRange& stage() const { return stage_; }
+  float* stage_input();
+  const float* stage_output() const { return final_input_.data(); }
+  float* stage_output_grad() { return dresid_.data(); }
+  const float* stage_input_grad() const { return dresid_.data(); }
 
   // Shorthands over one Transformer's flat buffers.
   float forward(Transformer& model, const int32_t* tokens, const int32_t* targets, bool compute_grad,
@@ -166,6 +183,7 @@ class TrainGraph {
   int vocab_;        // the whole vocabulary
   int B_, T_;
   int64_t BT_;
+  StageRange stage_;  // the whole model unless pipelined
   // Rows of the residual stream this rank holds: all BT_, or under sequence
   // parallelism [row_begin_, row_begin_ + rows_); row_counts_ are every rank's
   // rows x C (the collectives' block sizes).
@@ -175,9 +193,10 @@ class TrainGraph {
   kernels::RopeTable rope_;
   std::vector<int32_t> positions_;  // [BT]: t for each row
   std::vector<int32_t> tokens_;     // copies kept for the embedding backward (this rank's rows under tp)
-  // Residual stream entering each layer [BT, C] (kept for every layer), and the
-  // rest of each layer's activations (empty for checkpointed layers, which use
-  // recompute_ in forward and again in backward).
+  // Residual stream entering each of the stage's layers [BT, C] (kept for every
+  // layer), and the rest of each layer's activations (empty for checkpointed
+  // layers, which use recompute_ in forward and again in backward); indexed by
+  // layer - stage_.begin. final_input_ is the residual stream after the last one.
   std::vector<AlignedBuffer<float>> inputs_;
   std::vector<LayerActs> layers_;
   LayerActs recompute_;
@@ -196,7 +215,8 @@ class TrainGraph {
   bool grad_pending_ = false;
 
   void alloc_acts(LayerActs& a);
-  LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer]; }
+  LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer - stage_.begin]; }
+  float* layer_input(int layer) { return inputs_[layer - stage_.begin].data(); }
   // Norm of this rank's rows of `in` into out [BT, C] (all rows: gathered under
   // sequence parallelism); norm_backward accumulates into dresid_ from this rank's
   // rows of d(out).

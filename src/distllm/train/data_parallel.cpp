@@ -11,6 +11,7 @@
 #include "distllm/train/model_conversion.h"
 #include "distllm/comm/device_mesh.h"
 #include "distllm/kernels/embedding.h"
+#include "distllm/kernels/vec.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/train/bf16_buffer.h"
 
@@ -48,8 +49,15 @@ uint64_t hash_floats(const float* p, int64_t n) {
 
 namespace {
 
-ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
+ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp, const PipelineStage& pp) {
   config.validate();
+  if (pp.active()) {
+    DL_CHECK(!tp.active(), "tensor and pipeline parallelism together (tp > 1 and pp > 1) are not supported yet");
+    DL_CHECK(pp.range.stages == pp.group->size() && pp.range.stage == pp.group->rank(),
+             "internal error: pipeline stage %d/%d on rank %d of a pp group of %d", pp.range.stage, pp.range.stages,
+             pp.group->rank(), pp.group->size());
+    return ParamLayout(config, pp.range);
+  }
   if (tp.plan == nullptr) return ParamLayout(config);
   DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
   DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
@@ -60,14 +68,30 @@ ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp) {
 }  // namespace
 
 DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-                           comm::ProcessGroupPtr world, TensorParallel tp, ContextParallel cp)
-    : config_(config), layout_(shard_layout(config, tp)), tp_(tp), cp_(cp), pc_(parallel), world_(std::move(world)) {
+                           comm::ProcessGroupPtr world, TensorParallel tp, ContextParallel cp, PipelineStage pp)
+    : config_(config),
+      layout_(shard_layout(config, tp, pp)),
+      tp_(tp),
+      cp_(cp),
+      pp_(std::move(pp)),
+      pc_(parallel),
+      world_(std::move(world)) {
   pc_.validate();
   DL_CHECK(world_size() % cp_.size() == 0, "the data-parallel group (%d ranks) does not hold whole cp rings of %d",
            world_size(), cp_.size());
   if (tp_.active())
     for (size_t k = 0; k < layout_.tensors().size(); ++k)
-      tp_norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
+      norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
+  if (pp_.active()) {
+    // The tied copy of the embedding needs the gradients summed between two stages
+    // in one full buffer, which the sharded strategies do not keep.
+    DL_CHECK(!cp_.active(), "context and pipeline parallelism together (cp > 1 and pp > 1) are not supported yet");
+    DL_CHECK(pc_.strategy == Strategy::kNone || pc_.strategy == Strategy::kDdp,
+             "--strategy %s with pipeline parallelism (pp > 1) is not supported yet: use ddp (or none) on dp",
+             strategy_name(pc_.strategy));
+    if (!pp_.range.first())
+      for (const ParamTensor& t : layout_.tensors()) norm_weights_.push_back(t.group == embed_group() ? 0.0f : 1.0f);
+  }
   const int n = world_ ? world_->size() : 1;
   DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
            "%d ranks were started but --strategy is none: pick ddp, zero1, zero2, zero3 or hsdp", n);
@@ -216,6 +240,7 @@ std::string DataParallel::describe() const {
   if (tp_.active())
     s += strprintf(" per tensor-parallel shard, tp %d%s", tp_.plan->size(),
                    tp_.sequence_parallel ? " with sequence parallelism" : "");
+  if (pp_.active()) s += strprintf(" per pipeline stage (%s)", pp_.range.describe().c_str());
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
@@ -231,10 +256,10 @@ std::string DataParallel::describe() const {
 // Parameters
 
 void DataParallel::init_weights(uint64_t seed) {
-  if (tp_.plan) {
-    // The shard of the whole model's initial weights, so any tp size trains the
-    // same model (held whole for a moment).
-    const ParamLayout& whole = tp_.plan->full_layout();
+  if (whole_model_state()) {
+    // The shard of the whole model's initial weights, so any tp or pp size trains
+    // the same model (held whole for a moment).
+    const ParamLayout whole = full_layout();
     AlignedBuffer<float> full(static_cast<size_t>(whole.total_size()));
     init_weights_range(whole, seed, 0, whole.total_size(), full.data());
     load_full(full.data());
@@ -250,13 +275,23 @@ void DataParallel::init_weights(uint64_t seed) {
   }
 }
 
+ParamLayout DataParallel::full_layout() const { return tp_.plan ? tp_.plan->full_layout() : ParamLayout(config_); }
+
+void DataParallel::whole_to_local(const float* whole, float* local) const {
+  if (pp_.active()) {
+    copy_common_tensors(full_layout(), whole, layout_, local);
+  } else {
+    tp_.plan->full_to_local(whole, local);
+  }
+}
+
 void DataParallel::load_full(const float* full) {
-  if (!tp_.plan) {
+  if (!whole_model_state()) {
     load_shard(full);
     return;
   }
   AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
-  tp_.plan->full_to_local(full, shard.data());
+  whole_to_local(full, shard.data());
   load_shard(shard.data());
 }
 
@@ -318,6 +353,19 @@ void DataParallel::gather_params_after_step() {
 void DataParallel::gather_full(float* out) { gather_whole(master_, out); }
 
 void DataParallel::gather_whole(const float* owned_state, float* out) {
+  if (pp_.active()) {
+    // Each stage writes its tensors into a zeroed whole model (the tied table from
+    // the first stage only) and one all-reduce over the stages assembles it.
+    AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
+    gather_shard(owned_state, stage.data());
+    const ParamLayout whole = full_layout();
+    fill_zero(out, whole.total_size());
+    copy_common_tensors(layout_, stage.data(), whole, out, pp_.range.first() ? -1 : whole.embed_group());
+    tracker_.blocking(whole.total_size() * 4, [&] {
+      pp_.group->allreduce(out, static_cast<size_t>(whole.total_size()), comm::DType::kF32);
+    });
+    return;
+  }
   if (!tp_.plan) {
     gather_shard(owned_state, out);
     return;
@@ -383,17 +431,18 @@ void DataParallel::check_replicas() {
 // 1 / (dp x tp) range of it. That costs the whole state's memory on every rank for
 // the save's duration; resharding by tensor slices would avoid it.
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  return checkpoint_spans(tp_.plan ? tp_.plan->full_layout() : layout_);
+  return checkpoint_spans(whole_model_state() ? full_layout() : layout_);
 }
 
 nlohmann::json DataParallel::mesh_json() const {
   nlohmann::json j = {{"shard", shard_size()}, {"replicate", replicas()}};
   if (tp_.plan) j["tp"] = tp_.plan->size();
+  if (pp_.active()) j["pp"] = pp_.range.stages;
   return j;
 }
 
 checkpoint::ShardData DataParallel::checkpoint_shard() {
-  if (tp_.plan) return whole_checkpoint_shard();
+  if (whole_model_state()) return whole_checkpoint_shard();
   // Replicas hold the same shard: replica k writes the k-th part of it.
   const int reps = replicas();
   const int rep = replicate_group_ ? replicate_group_->rank() : 0;
@@ -409,15 +458,17 @@ checkpoint::ShardData DataParallel::checkpoint_shard() {
 }
 
 checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
-  const ParamLayout& whole = tp_.plan->full_layout();
+  const ParamLayout whole = full_layout();
   const int64_t total = whole.total_size();
   const float* states[3] = {master_, optimizer_->m(), optimizer_->v()};
   for (int k = 0; k < 3; ++k) {
     whole_state_[k].resize(static_cast<size_t>(total));
     gather_whole(states[k], whole_state_[k].data());
   }
-  const int writers = world_size() * tp_.plan->size();
-  const int writer = rank() * tp_.plan->size() + tp_.plan->rank();
+  // Every rank of the model's split (tp shards or pipeline stages) writes a part.
+  const int split = pp_.active() ? pp_.range.stages : tp_.plan->size();
+  const int writers = world_size() * split;
+  const int writer = rank() * split + (pp_.active() ? pp_.range.stage : tp_.plan->rank());
   const FlatRange part = ShardPlan(total, writers).owned(writer);
   checkpoint::ShardData d;
   d.begin = part.begin;
@@ -430,16 +481,17 @@ checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
 
 void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
   const std::vector<checkpoint::ParamSpan> spans = param_spans();
-  if (tp_.plan) {
-    // Every rank reads the whole state and keeps its tp shard's owned range.
-    const ParamLayout& whole_layout = tp_.plan->full_layout();
+  if (whole_model_state()) {
+    // Every rank reads the whole state and keeps its tp shard's (or pipeline
+    // stage's) owned range.
+    const ParamLayout whole_layout = full_layout();
     AlignedBuffer<float> whole(static_cast<size_t>(whole_layout.total_size()));
     AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
     float* targets[3] = {master_, optimizer_->m(), optimizer_->v()};
     const char* names[3] = {"param", "exp_avg", "exp_avg_sq"};
     for (int k = 0; k < 3; ++k) {
       reader.read(names[k], spans, 0, whole_layout.total_size(), whole.data());
-      tp_.plan->full_to_local(whole.data(), shard.data());
+      whole_to_local(whole.data(), shard.data());
       if (owned_.size() > 0) copy_floats(targets[k], shard.data() + owned_.begin, owned_.size());
     }
   } else if (owned_.size() > 0) {
@@ -470,6 +522,12 @@ const TrainHooks* DataParallel::hooks(bool compute_grad, bool sync) {
            "internal error: sharded gradients must be reduced every micro-step");
   in_sync_ = sync;
   if (compute_grad && !sync) embed_dense_dirty_ = true;  // its embedding backward scatters densely
+  if (compute_grad && sync) {
+    // Groups this pipeline stage does not hold have nothing to reduce (their buckets
+    // hold only them: make_buckets).
+    for (int g = 0; g < static_cast<int>(layout_.groups().size()); ++g)
+      if (!layout_.has_group(g)) reducer_->skip_bucket_of(g);
+  }
   if (!compute_grad) return &hooks_forward_only_;
   return sync ? &hooks_grad_sync_ : &hooks_grad_nosync_;
 }
@@ -513,7 +571,7 @@ void DataParallel::on_grads_ready(int g, bool sync) {
       gatherer_->release(g);
     }
   }
-  if (sync && g == head_group() && sparse_embedding()) {
+  if (sync && g == head_group() && sparse_embedding() && layout_.has_group(embed_group())) {
     // The embedding table's dense gradient is final now (see data_parallel.h).
     if (layout_.head_uses_embedding() || embed_dense_dirty_)
       reducer_->launch_bucket_of(embed_group());
@@ -586,6 +644,9 @@ void DataParallel::apply_sparse_embedding_grads() {
 }
 
 void DataParallel::end_micro_step(bool sync) {
+  // The last stage's copy of a tied embedding has no embedding backward to report
+  // it: its gradients (from the head) are final now.
+  if (sync && !pp_.range.first() && layout_.has_group(embed_group())) reducer_->group_ready(embed_group());
   if (sync) reducer_->finish();
   if (sync) apply_sparse_embedding_grads();
   if (gatherer_) gatherer_->release_all();
@@ -595,8 +656,24 @@ void DataParallel::end_forward_only() {
   if (gatherer_) gatherer_->release_all();
 }
 
+void DataParallel::sum_tied_embedding_grads() {
+  const StageRange& r = pp_.range;
+  if (!layout_.head_uses_embedding() || !layout_.has_group(embed_group()) || r.is_whole()) return;
+  // The first and the last stage swap their gradients of the table and add them.
+  const ParamGroup& g = layout_.groups()[static_cast<size_t>(embed_group())];
+  float* mine = full_grads_ + g.offset;
+  AlignedBuffer<float> theirs(static_cast<size_t>(g.size));
+  const int peer = r.first() ? r.stages - 1 : 0;
+  const comm::P2POp ops[2] = {{comm::P2POp::Kind::kSend, mine, static_cast<size_t>(g.size), comm::DType::kF32, peer},
+                              {comm::P2POp::Kind::kRecv, theirs.data(), static_cast<size_t>(g.size), comm::DType::kF32,
+                               peer}};
+  tracker_.blocking(g.size * 8, [&] { pp_.group->batch_p2p(ops); });
+  kernels::add_inplace(mine, theirs.data(), g.size);
+}
+
 OptimizerResult DataParallel::optimizer_step(double lr) {
-  double ss = optimizer_->grad_sum_of_squares(shard_grads_, tp_.active() ? &tp_norm_weights_ : nullptr);
+  if (pp_.active()) sum_tied_embedding_grads();
+  double ss = optimizer_->grad_sum_of_squares(shard_grads_, norm_weights_.empty() ? nullptr : &norm_weights_);
   if (plan_.ranks() > 1) {
     tracker_.blocking(8, [&] { shard_group_->allreduce(&ss, 1, comm::DType::kF64, comm::ReduceOp::kSum); });
   }
@@ -606,6 +683,7 @@ OptimizerResult DataParallel::optimizer_step(double lr) {
     tp_.comm->allreduce_sum(&part, 1);
     ss = part;
   }
+  if (pp_.active()) tracker_.blocking(8, [&] { pp_.group->allreduce(&ss, 1, comm::DType::kF64); });
   OptimizerResult r;
   r.grad_norm = std::sqrt(ss);
   if (!std::isfinite(r.grad_norm)) return r;  // the caller stops; every rank sees the same norm

@@ -38,6 +38,7 @@
 #include "distllm/train/grad_reducer.h"
 #include "distllm/train/optimizer.h"
 #include "distllm/train/param_gatherer.h"
+#include "distllm/train/pipeline_stage.h"
 #include "distllm/train/parallel_config.h"
 #include "distllm/train/shard_plan.h"
 
@@ -65,15 +66,26 @@ struct OptimizerResult {
 // shard's flat buffers among the ranks holding the same shard. The gradient norm
 // adds the tp ranks' parts (replicated tensors once). init_weights, load_full and
 // gather_full deal in the whole model and split or gather over the tp group.
+//
+// Under pipeline parallelism (a mesh with pp > 1; strategies none and ddp) each
+// rank holds only its stage's parameter groups (ParamLayout of the stage: the other
+// groups are empty), with `world` the data-parallel group of the ranks holding the
+// same stage. A tied output head keeps a copy of the embedding table on the last
+// stage (as Megatron-LM does): optimizer_step first sums that table's gradients
+// between the first and last stage, so both copies take the same update. The
+// gradient norm adds every stage's part over the pp group (the tied table once).
+// init_weights, load_full, gather_full and checkpoints deal in the whole model
+// (as tensor parallelism does), so a pipeline checkpoint resumes at any pp size.
 class DataParallel : public ParamSource {
  public:
   // A model of `config` trained by `world` (null: one process, strategy none), and
-  // with `tp` active, one tensor-parallel shard of it (plan and comm outlive this).
+  // with `tp` active, one tensor-parallel shard of it (plan and comm outlive this);
+  // with `pp` active, one pipeline stage of it.
   // Parameters start at zero: call init_weights or load_full next.
   // With `cp` active, `world` is the dp x cp group (flattened with cp fastest): its
   // ranks reduce gradients together, and each cp ring shares its batches.
   DataParallel(const ModelConfig& config, const ParallelConfig& parallel, const AdamWConfig& adamw,
-               comm::ProcessGroupPtr world, TensorParallel tp = {}, ContextParallel cp = {});
+               comm::ProcessGroupPtr world, TensorParallel tp = {}, ContextParallel cp = {}, PipelineStage pp = {});
   // One process training an existing model in place (its buffers are used).
   DataParallel(Transformer& model, const AdamWConfig& adamw);
   ~DataParallel() override;
@@ -84,6 +96,7 @@ class DataParallel : public ParamSource {
   const ParamLayout& layout() const { return layout_; }   // of the flat buffers (a tp shard's)
   const TensorParallel& tensor_parallel() const { return tp_; }
   const ContextParallel& context_parallel() const { return cp_; }
+  const PipelineStage& pipeline() const { return pp_; }
   // The ranks drawing different batches: world ranks / cp.
   int data_rank() const { return rank() / cp_.size(); }
   int data_ranks() const { return world_size() / cp_.size(); }
@@ -161,7 +174,10 @@ class DataParallel : public ParamSource {
   ParamLayout layout_;
   TensorParallel tp_;
   ContextParallel cp_;
-  std::vector<float> tp_norm_weights_;  // per layout tensor (see TensorParallelPlan::norm_weight)
+  PipelineStage pp_;
+  // Per layout tensor, its weight in the gradient norm (see TensorParallelPlan::
+  // norm_weight; 0 for a pipeline's second copy of a tied embedding); empty: all 1.
+  std::vector<float> norm_weights_;
   ParallelConfig pc_;
   comm::ProcessGroupPtr world_, shard_group_, reduce_group_, replicate_group_;
   ShardPlan plan_;
@@ -191,6 +207,13 @@ class DataParallel : public ParamSource {
   bool sparse_embedding() const { return world_size() > 1; }
   void on_embedding_backward(const float* d_out, const int32_t* tokens, const int32_t* positions, int64_t rows);
   void apply_sparse_embedding_grads();
+  // Pipelines: the whole model's layout, and the tied embedding's gradient sum.
+  ParamLayout full_layout() const;
+  // Tensor or pipeline parallelism: init, load, gather and checkpoints deal in the
+  // whole model's tensors; whole_to_local picks this rank's part of them.
+  bool whole_model_state() const { return tp_.plan != nullptr || pp_.active(); }
+  void whole_to_local(const float* whole, float* local) const;
+  void sum_tied_embedding_grads();
 
   bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
   bool bf16_grads() const { return pc_.mixed_precision != MixedPrecision::kFp32; }

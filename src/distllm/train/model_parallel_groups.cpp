@@ -48,16 +48,18 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
   auto dims = parse(mesh_text, world_size);
-  int tp = 1, cp = 1;
+  int tp = 1, cp = 1, pp = 1;
   for (const auto& [name, n] : dims) {
-    DL_CHECK(name != "pp" || n == 1, "--mesh %s: pp parallelism is not supported yet (dp, tp and cp are)",
-             mesh_text.c_str());
     if (name == "tp") tp = n;
     if (name == "cp") cp = n;
+    if (name == "pp") pp = n;
   }
+  DL_CHECK(pp == 1 || (tp == 1 && cp == 1),
+           "--mesh %s: pp together with tp or cp is not supported yet (use pp with dp only)", mesh_text.c_str());
   DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
-  // Refuse a model the tp size cannot split before any group is made.
+  // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
+  StageRange::for_model(config, pp, 0);
   if (!world) return g;  // one process: a mesh of ones
   g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
   const bool has_cp = std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.first == "cp"; });
@@ -66,6 +68,10 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   if (tp > 1) {
     g.plan.emplace(config, tp, g.mesh->coord("tp"));
     g.tp_comm = std::make_unique<comm::GroupTensorParallelComm>(g.mesh->group("tp"));
+  }
+  if (pp > 1) {
+    g.pipeline.group = g.mesh->group("pp");
+    g.pipeline.range = StageRange::for_model(config, pp, g.mesh->coord("pp"));
   }
   return g;
 }

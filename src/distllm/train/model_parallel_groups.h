@@ -1,6 +1,7 @@
 // The groups a training job's --mesh makes: data-parallel ranks (what --strategy
-// spreads the model over), the tensor-parallel group that splits each layer, and
-// the context-parallel ring that splits each sequence.
+// spreads the model over), the tensor-parallel group that splits each layer,
+// the context-parallel ring that splits each sequence, and the pipeline that splits
+// the layers into stages.
 //
 //   --mesh dp=2,tp=2 on 4 ranks: ranks {0,1} and {2,3} are tp groups (consecutive
 //   ranks, on one host under mpirun/srun), {0,2} and {1,3} the dp groups.
@@ -9,6 +10,11 @@
 // sequences and the same parameters, so gradients are reduced over dp x cp: that
 // flattened group is what `data_parallel` (DataParallel's world) is, while batches
 // are drawn per dp coordinate only.
+//
+//   --mesh pp=2,dp=2 on 4 ranks: ranks {0,1} and {2,3} are the dp groups of stages
+//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage). pp
+//   together with tp or cp is refused (not built yet), so a job asking for it fails
+//   at start, not silently.
 #pragma once
 
 #include <memory>
@@ -20,6 +26,7 @@
 #include "distllm/comm/tensor_parallel_comm.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/model/train_graph.h"
+#include "distllm/train/pipeline_stage.h"
 
 namespace distllm {
 
@@ -30,6 +37,7 @@ struct ModelParallelGroups {
   std::optional<TensorParallelPlan> plan;   // tp > 1 only
   std::unique_ptr<comm::GroupTensorParallelComm> tp_comm;
   bool sequence_parallel = false;  // Megatron-SP inside the tp group
+  PipelineStage pipeline;          // this rank's stage (pp > 1 only; the whole model otherwise)
 
   TensorParallel tensor_parallel() const { return {plan ? &*plan : nullptr, tp_comm.get(), sequence_parallel}; }
   ContextParallel context_parallel() const { return {cp_comm.get()}; }
@@ -43,7 +51,8 @@ int data_parallel_size(const std::string& mesh_text, int world_size);
 int gradient_reduction_size(const std::string& mesh_text, int world_size);
 
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
-// mesh that does not fit the world or the model (a head count tp cannot split).
+// mesh that does not fit the world or the model (a head count tp cannot split, more
+// pipeline stages than layers).
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
                                                const ModelConfig& config, bool sequence_parallel = false);
 

@@ -54,7 +54,9 @@ std::vector<Bucket> make_buckets(const ParamLayout& layout, int64_t cap_floats, 
     b.range = group_range(layout, g);
     const int64_t cap = buckets.empty() ? first_cap_floats : cap_floats;
     --g;
-    while (g > layout.embed_group() && b.range.size() < cap) {
+    // A group a pipeline stage does not hold (empty) is a bucket of its own, which
+    // DataParallel marks reduced without communicating.
+    while (g > layout.embed_group() && b.range.size() < cap && layout.has_group(g) && layout.has_group(b.last_group)) {
       b.range.begin = group_range(layout, g).begin;
       --g;
     }

@@ -9,10 +9,23 @@
 
 namespace distllm {
 
+namespace {
+
+// sums: each evaluation batch's summed loss and valid targets (over all ranks); the
+// mean of the batches' means, as one process with the whole batch computes it.
+double mean_of_batch_means(const std::vector<double>& sums, int batches) {
+  double mean = 0;
+  for (int i = 0; i < batches; ++i) mean += sums[2 * i + 1] > 0 ? sums[2 * i] / sums[2 * i + 1] : 0.0;
+  return mean / batches;
+}
+
+}  // namespace
+
 void TrainOptions::validate() const {
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
   DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
   DL_CHECK(grad_accum > 0, "gradient accumulation steps must be positive, got %d", grad_accum);
+  DL_CHECK(micro_batches > 0, "--micro-batches must be positive, got %d", micro_batches);
   DL_CHECK(steps > 0, "steps must be positive, got %lld", (long long)steps);
   DL_CHECK(eval_every >= 0, "eval interval must be >= 0, got %lld", (long long)eval_every);
   DL_CHECK(eval_batches > 0, "eval batches must be positive, got %d", eval_batches);
@@ -33,7 +46,14 @@ Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDat
     : engine_(&engine),
       options_(std::move(options)),
       graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing, engine.tensor_parallel(),
-             engine.context_parallel()) {
+             engine.context_parallel(), engine.pipeline().range) {
+  if (engine.pipeline().active()) {
+    DL_CHECK(options_.grad_accum == 1,
+             "--grad-accum %d with pipeline parallelism: use --micro-batches (the pipeline's micro-batches)",
+             options_.grad_accum);
+    pipeline_ = std::make_unique<PipelineParallel>(engine, graph_, options_.pipeline_schedule, options_.micro_batches,
+                                                   options_.checkpointing);
+  }
   init(train, val);
 }
 
@@ -49,7 +69,8 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
     val_sampler_ =
         std::make_unique<BatchSampler>(*val, options_.batch, options_.seq_len, options_.seed + 1, rank, world);
   }
-  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len * options_.grad_accum;
+  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len *
+             std::max(micro_steps(), pipeline_ ? options_.eval_batches : 1);
   tokens_.resize(n);
   targets_.resize(n);
   block_tokens_.resize(static_cast<size_t>(options_.batch) * graph_.seq_len());
@@ -60,7 +81,7 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
 StepStats Trainer::step() {
   Timer timer;
   DataParallel& dp = *engine_;
-  const int K = options_.grad_accum;
+  const int K = micro_steps();
   const int64_t per_micro = static_cast<int64_t>(options_.batch) * options_.seq_len;
   dp.begin_step();
   // Draw every micro-batch first: the loss of each is normalised by its valid
@@ -75,7 +96,7 @@ StepStats Trainer::step() {
   }
   dp.allreduce_sum(valid.data(), K);
   double loss_sum = 0;
-  for (int m = 0; m < K; ++m) {
+  for (int m = 0; m < K && !pipeline_; ++m) {
     const bool sync = m == K - 1 || dp.sync_every_micro_step();
     ForwardArgs args;
     args.compute_grad = true;
@@ -90,12 +111,16 @@ StepStats Trainer::step() {
   }
   // One all-reduce for the loss and the stop decision (the time limit is rank 0's
   // clock, so every rank stops after the same step).
+  if (pipeline_) loss_sum = pipeline_step(valid);
   double stats[3] = {loss_sum, 0.0, 0.0};
   if (dp.rank() == 0 && options_.time_limit_seconds > 0 && now_seconds() - started_ > options_.time_limit_seconds)
     stats[1] = 1.0;
   if (options_.stop_requested && options_.stop_requested->load()) stats[2] = 1.0;
   dp.allreduce_sum(stats, 3);
-  const double loss = stats[0] / K;
+  // The last stage has the loss; each stage's rank 0 its clock: all see the sums.
+  if (pipeline_) pipeline_->sum_over_stages(stats, 3);
+  // A pipeline's loss is already the whole batch's mean (see pipeline_step).
+  const double loss = pipeline_ ? stats[0] : stats[0] / K;
   DL_CHECK(std::isfinite(loss), "loss became %s at step %lld: training diverged; lower the learning rate (%g) or check "
            "the data",
            std::isnan(loss) ? "NaN" : "infinite", (long long)step_ + 1, options_.schedule.at(step_));
@@ -112,6 +137,10 @@ StepStats Trainer::step() {
   s.millis = timer.millis();
   s.tokens_per_second = static_cast<double>(per_micro) * K * dp.data_ranks() / (s.millis / 1e3);
   s.comm = dp.take_comm_time();
+  if (pipeline_) {
+    s.stage_bubbles = pipeline_->stage_bubbles();
+    s.ideal_bubble = ideal_bubble_fraction(pipeline_->stages(), pipeline_->micro_batches());
+  }
   if (stats[1] > 0) options_.steps = step_;  // time limit: this was the last step
   if (stats[2] > 0) {
     s.stop_requested = stopped_by_request_ = true;
@@ -151,10 +180,30 @@ void Trainer::restore(int64_t step, uint64_t sampler_position) {
   sampler_->set_position(sampler_position);
 }
 
+double Trainer::pipeline_step(const std::vector<int64_t>& valid) {
+  // One normaliser for every micro-batch: the loss is the mean over the whole
+  // batch, as one process computes it on all m x batch sequences.
+  int64_t total = 0;
+  for (int64_t v : valid) total += v;
+  std::function<void()> hook;
+  if (options_.before_backward) hook = [this] { options_.before_backward(step_ + 1); };
+  return pipeline_->train_step(tokens_.data(), targets_.data(), total > 0 ? total : 1, hook);
+}
+
+double Trainer::pipeline_evaluate() {
+  const int E = options_.eval_batches;
+  const int64_t per_batch = static_cast<int64_t>(options_.batch) * options_.seq_len;
+  for (int i = 0; i < E; ++i) val_sampler_->next(tokens_.data() + i * per_batch, targets_.data() + i * per_batch);
+  std::vector<double> sums = pipeline_->evaluate(tokens_.data(), targets_.data(), E);
+  engine_->allreduce_sum(sums.data(), 2 * E);
+  return mean_of_batch_means(sums, E);
+}
+
 double Trainer::evaluate() {
   DL_CHECK(val_sampler_ != nullptr, "no validation data to evaluate on");
   DataParallel& dp = *engine_;
   val_sampler_->set_position(0);
+  if (pipeline_) return pipeline_evaluate();
   const int E = options_.eval_batches;
   // Per batch: the summed loss and the valid targets, over all ranks; the result is
   // the mean of the batches' means, as one process with the whole batch computes it.
@@ -170,9 +219,7 @@ double Trainer::evaluate() {
     dp.end_forward_only();
   }
   dp.allreduce_sum(sums.data(), 2 * E);
-  double mean = 0;
-  for (int i = 0; i < E; ++i) mean += sums[2 * i + 1] > 0 ? sums[2 * i] / sums[2 * i + 1] : 0.0;
-  return mean / E;
+  return mean_of_batch_means(sums, E);
 }
 
 void Trainer::run(const std::function<void(const StepStats&)>& on_step,

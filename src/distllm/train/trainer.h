@@ -20,6 +20,7 @@
 #include "distllm/train/dataset.h"
 #include "distllm/train/lr_schedule.h"
 #include "distllm/train/optimizer.h"
+#include "distllm/train/pipeline_parallel.h"
 
 namespace distllm {
 
@@ -35,6 +36,10 @@ struct TrainOptions {
   int eval_batches = 8;
   double time_limit_seconds = 0;  // stop early after this much training time (0: none)
   ActivationCheckpointing checkpointing;
+  // Pipeline parallelism (the engine holds one stage): a step is `micro_batches`
+  // micro-batches of `batch` sequences run by the schedule (grad_accum must be 1).
+  int micro_batches = 1;
+  PipelineScheduleKind pipeline_schedule = PipelineScheduleKind::k1F1B;
   // Test hook: called with the step number between the first micro-batch's forward
   // and backward (fault-injection tests kill a rank there).
   std::function<void(int64_t step)> before_backward;
@@ -53,6 +58,8 @@ struct StepStats {
   double tokens_per_second = 0;  // the whole job's
   CommTime comm;                 // this rank's communication during the step
   bool stop_requested = false;   // some rank was asked to stop: this is the last step
+  std::vector<double> stage_bubbles;  // pipelines: each stage's idle share of the schedule
+  double ideal_bubble = 0;            // and (p-1)/(m+p-1)
 };
 
 class Trainer {
@@ -83,12 +90,14 @@ class Trainer {
   AdamW& optimizer() { return engine_->optimizer(); }
   const TrainOptions& options() const { return options_; }
   const TrainGraph& graph() const { return graph_; }
+  PipelineParallel* pipeline() { return pipeline_.get(); }
 
  private:
   std::unique_ptr<DataParallel> owned_engine_;
   DataParallel* engine_;
   TrainOptions options_;
-  TrainGraph graph_;
+  TrainGraph graph_;  // of the engine's pipeline stage (the whole model unless pipelined)
+  std::unique_ptr<PipelineParallel> pipeline_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<BatchSampler> val_sampler_;
   std::vector<int32_t> tokens_, targets_;  // grad_accum micro-batches
@@ -104,6 +113,9 @@ class Trainer {
   bool stopped_by_request_ = false;
 
   void init(const TokenDataset& train, const TokenDataset* val);
+  int micro_steps() const { return pipeline_ ? options_.micro_batches : options_.grad_accum; }
+  double pipeline_step(const std::vector<int64_t>& valid);
+  double pipeline_evaluate();
 };
 
 }  // namespace distllm

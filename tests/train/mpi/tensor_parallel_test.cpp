@@ -249,24 +249,9 @@ TEST(TensorParallelGraph, ShardsRoundTripAndTileTheModel) {
 
 // ---- training: DataParallel (any strategy on dp) over tensor-parallel shards ----
 
-struct TrainRun {
-  std::vector<double> losses, norms;
-  std::vector<float> params;  // the whole model at the end
-};
-
-TrainRun train_single(const ModelConfig& cfg, int batch) {
-  Transformer model(cfg);
-  model.init_weights(11);
-  train_test::Job job;
-  Trainer t(model, train_test::dataset(), nullptr, train_test::options(job, batch));
-  TrainRun r;
-  for (int i = 0; i < train_test::kSteps; ++i) {
-    StepStats st = t.step();
-    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
-  }
-  r.params.assign(model.params(), model.params() + model.size());
-  return r;
-}
+using train_test::expect_same_training;
+using train_test::train_single;
+using TrainRun = train_test::Result;
 
 // dp x tp on the first dp * tp ranks (null elsewhere).
 std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
@@ -294,37 +279,6 @@ std::optional<TrainRun> train_mesh(const ModelConfig& cfg, int dp, int tp, Strat
   r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
   engine.gather_full(r.params.data());
   return r;
-}
-
-// Losses, gradient norms and the final parameters (relative L2, leaving out gpt2's
-// key bias, whose true gradient is zero: see train_test::expect_close).
-void expect_same_training(const ModelConfig& cfg, const TrainRun& ref, const TrainRun& got, const std::string& what) {
-  double loss = 0, norm = 0;
-  for (size_t i = 0; i < ref.losses.size(); ++i) {
-    loss = std::max(loss, std::abs(ref.losses[i] - got.losses[i]) / ref.losses[i]);
-    norm = std::max(norm, std::abs(ref.norms[i] - got.norms[i]) / ref.norms[i]);
-  }
-  const ParamLayout layout(cfg);
-  std::vector<bool> skip(ref.params.size());
-  for (const ParamTensor& t : layout.tensors())
-    if (ends_with(t.name, "attn.c_attn.bias"))
-      for (int64_t k = cfg.n_embd; k < 2 * cfg.n_embd; ++k) skip[static_cast<size_t>(t.offset + k)] = true;
-  double d2 = 0, r2 = 0;
-  for (size_t i = 0; i < ref.params.size(); ++i) {
-    if (skip[i]) continue;
-    const double d = double(ref.params[i]) - got.params[i];
-    d2 += d * d, r2 += double(ref.params[i]) * ref.params[i];
-  }
-  const double param = std::sqrt(d2 / r2);
-  if (std::getenv("DISTLLM_TEST_VERBOSE") && comm::world()->rank() == 0)
-    std::fprintf(stderr, "%s: loss %.2e norm %.2e params %.2e\n", what.c_str(), loss, norm, param);
-  // fp32 reduction order only. Measured over 20 AdamW steps: at most 1e-6 (losses,
-  // parameters) and 1e-5 (norms), except llama with 12 query heads on 2 key/value
-  // heads (split or replicated), which amplifies rounding most: losses 9.9e-6,
-  // norms 1.3e-4, parameters 8.7e-6.
-  EXPECT_LE(loss, 2e-5) << what;
-  EXPECT_LE(norm, 3e-4) << what;
-  EXPECT_LE(param, 2e-5) << what;
 }
 
 void expect_mesh_parity(const ModelConfig& cfg, int dp, int tp, Strategy strategy, bool sp = false,
@@ -429,10 +383,9 @@ TEST(TensorParallelTraining, MemoryMatchesThePlanWithinTenPercent) {
 // `dir` first when asked and saving there at `save_at`.
 TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strategy, int global_batch, const std::string& dir,
                    int64_t until, int64_t save_at, bool resume) {
-  TrainRun r;
   auto w = comm::world();
   auto group = w->split(w->rank() < dp * tp ? 0 : -1, w->rank());
-  if (!group) return r;
+  if (!group) return {};
   comm::DeviceMesh mesh(group, {{"dp", dp}, {"tp", tp}});
   TensorParallelPlan plan(cfg, tp, mesh.coord("tp"));
   comm::GroupTensorParallelComm tp_comm(mesh.group("tp"));
@@ -441,23 +394,7 @@ TrainRun checkpoint_leg(const ModelConfig& cfg, int dp, int tp, Strategy strateg
   DataParallel engine(cfg, train_test::config(strategy), o.adamw, mesh.group("dp"), TensorParallel{&plan, &tp_comm});
   engine.init_weights(11);
   engine.sync_parameters();
-  Trainer t(engine, train_test::dataset(), nullptr, o);
-  CheckpointOptions ck;
-  ck.dir = dir;
-  ck.every = save_at;
-  ck.resume = resume ? "auto" : "";
-  ck.async = false;
-  TrainCheckpointer c(engine, ck, nlohmann::json::object(), group);
-  c.resume(t);
-  while (t.steps_done() < until) {
-    StepStats st = t.step();
-    r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
-    const std::string line = c.after_step(t, false);
-    EXPECT_EQ(line.find("FAILED"), std::string::npos) << line;
-  }
-  r.params.resize(static_cast<size_t>(ParamLayout(cfg).total_size()));
-  engine.gather_full(r.params.data());
-  return r;
+  return train_test::checkpointed_run(engine, o, group, dir, until, save_at, resume);
 }
 
 TEST(TensorParallelCheckpoint, LoadsAtAnotherTpSizeAndMesh) {
