@@ -121,41 +121,8 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
     for (int j = 0; j < n_valid; ++j) out[r * ldo + n0 + j] = simd::hsum(acc[r][j]) + (bias ? bias[n0 + j] : 0.0f);
 }
 
-template <int MR, class W>
-void tile_rows(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias, int g0,
-               int g1, int prefetch_groups, int phase, int period) {
-  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
-  const char* end = static_cast<const char*>(w.group_data(0)) + groups * w.group_bytes();
-  const int64_t ahead = prefetch_groups * w.group_bytes();
-  const bool scaled = w.dtype() == DType::kI8;
-  for (int g = g0; g < g1; ++g) {
-    int n0 = g * PackedLinear::kRows;
-    int n_valid = w.N() - n0 < PackedLinear::kRows ? w.N() - n0 : PackedLinear::kRows;
-    group_tile<MR, W>(out, ldo, x, ldx, static_cast<const typename W::Elem*>(w.group_data(g)),
-                      scaled ? w.group_scales(g) : nullptr, w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end, phase,
-                      period);
-  }
-}
-
-template <class W>
-void tile_dispatch(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
-                   int mr, int g0, int g1, int prefetch_groups, int phase, int period) {
-  switch (mr) {
-    case 1: tile_rows<1, W>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
-    case 2: tile_rows<2, W>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
-    default: tile_rows<3, W>(out, ldo, x, ldx, w, bias, g0, g1, prefetch_groups, phase, period); break;
-  }
-}
-
 }  // namespace
 
-void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
-                    int mr, int g0, int g1, int prefetch_groups, int phase, int period) {
-  switch (w.dtype()) {
-    case DType::kBF16: tile_dispatch<BF16Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period); break;
-    case DType::kI8: tile_dispatch<I8Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period); break;
-    default: tile_dispatch<F32Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period); break;
-  }
-}
+#include "distllm/kernels/linear_bi_tile_loop.h"
 
 }  // namespace distllm::kernels::avx2
