@@ -287,6 +287,7 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
   const double stretch = static_cast<double>(job.K + in.pp - 1) / job.K;
   for (int s = 0; s < in.pp; ++s) {
     const StageCost c = stage_cost(job, s, rates);
+    e.stage_memory.push_back(c.memory);
     if (s == 0 || c.memory.total() > e.memory.total()) e.memory = c.memory, e.worst_stage = s;
     const double window = in.pp > 1 ? c.compute_s / job.K : c.compute_s;
     const double dp_s = c.dp_bus / bw;

@@ -89,6 +89,7 @@ struct Estimate {
   double compute_s = 0, bubble_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0;
   double tokens_per_s = 0;  // the whole job's
   int worst_stage = 0;      // the pipeline stage whose memory is reported
+  std::vector<MemoryPlan> stage_memory;  // every stage's (one entry without a pipeline)
   bool fits = true;
 };
 
