@@ -166,6 +166,8 @@ TEST(PlanLayouts, BadLayoutsNameTheFlag) {
   in = input(c, 1, 2);
   in.seq = 30;
   expect_refused(in, "--cp 2");
+  in.seq = 256;  // the model's context is 128
+  expect_refused(in, "--seq 256");
 }
 
 TEST(PlanCli, PipelineAndContextFlags) {

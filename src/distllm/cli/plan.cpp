@@ -1,6 +1,7 @@
 // `distllm plan`: per-rank memory by category, communication per step and an
 // estimated step time for a training job, per strategy and layout (dp x tp x pp x
 // cp); with --memory-gb, the fastest that fits.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -95,13 +96,19 @@ int run_plan(Args& args) {
                 pipeline_schedule_name(in.pp_schedule));
   std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
               rates.busbw_gbs, rates.source.c_str());
-  std::printf("%-30s %-24s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %8s %9s%s\n", "strategy (MB per rank)",
-              "layout", "params", "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB",
+  // The first two columns as wide as their longest entry.
+  int sw = 22, lw = 6;
+  for (const plan::Estimate& e : rows) {
+    sw = std::max(sw, static_cast<int>(plan::describe_strategy(e).size()));
+    lw = std::max(lw, static_cast<int>(plan::describe_layout(e).size()));
+  }
+  std::printf("%-*s %-*s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %8s %9s%s\n", sw, "strategy (MB per rank)",
+              lw, "layout", "params", "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB",
               "step s", "bubble", "exposed", "tok/s", limit > 0 ? "  fits" : "");
   for (const plan::Estimate& e : rows) {
     const plan::MemoryPlan& m = e.memory;
-    std::printf("%-30s %-24s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %8.3f %9.0f%s\n",
-                plan::describe_strategy(e).c_str(), plan::describe_layout(e).c_str(), mb(m.params).c_str(),
+    std::printf("%-*s %-*s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %8.3f %9.0f%s\n", sw,
+                plan::describe_strategy(e).c_str(), lw, plan::describe_layout(e).c_str(), mb(m.params).c_str(),
                 mb(m.master).c_str(), mb(m.grads).c_str(), mb(m.optimizer).c_str(), mb(m.activations).c_str(),
                 mb(m.gathered).c_str(), mb(m.comm_buffers).c_str(), mb(m.total()).c_str(), e.comm_bytes / 1e6, e.step_s,
                 e.bubble_s, e.exposed_comm_s, e.tokens_per_s,

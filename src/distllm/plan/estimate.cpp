@@ -269,6 +269,8 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
            "plan: --micro-batches %d needs a pipeline (--pp > 1); use --grad-accum without one", in.micro_batches);
   DL_CHECK(in.pp <= in.model.n_layer, "plan: --pp %d stages but the model has %d layers: each stage needs one", in.pp,
            in.model.n_layer);
+  DL_CHECK(in.seq <= in.model.max_position, "plan: --seq %d exceeds the model's context (%d; --max-seq sets it)",
+           in.seq, in.model.max_position);
   DL_CHECK(in.seq % (2 * in.cp) == 0,
            "plan: --cp %d cuts each sequence into %d equal chunks: --seq %d must be a multiple of %d", in.cp,
            2 * in.cp, in.seq, 2 * in.cp);
