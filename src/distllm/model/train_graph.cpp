@@ -122,6 +122,7 @@ TrainGraph::TrainGraph(const ModelConfig& config, int batch, int seq_len, Activa
       vocab_(config.vocab_size),
       B_(batch),
       T_(block_length(seq_len, cp)),
+      full_T_(seq_len),
       BT_(static_cast<int64_t>(batch) * T_),
       stage_(graph_stage(config, stage)),
       checkpointing_(checkpointing) {

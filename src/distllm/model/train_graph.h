@@ -130,6 +130,7 @@ class TrainGraph {
 
   int batch() const { return B_; }
   int seq_len() const { return T_; }  // tokens of each sequence this rank holds
+  int full_seq_len() const { return full_T_; }  // the whole sequence (the constructor's seq_len)
 
   // Runs the forward pass on tokens/targets [B, T] and returns the summed
   // cross-entropy over targets that are not -100, divided by the normalizer (see
@@ -146,6 +147,9 @@ class TrainGraph {
   const StageRange& stage() const { return stage_; }
   float* stage_input();
   const float* stage_output() const { return final_input_.data(); }
+  // Floats of each of the four stage buffers: [B*T, C], this rank's rows of it
+  // under sequence parallelism, of its tokens under context parallelism.
+  int64_t stage_boundary_floats() const { return rows_ * cfg_.n_embd; }
   float* stage_output_grad() { return dresid_.data(); }
   const float* stage_input_grad() const { return dresid_.data(); }
 
@@ -181,7 +185,7 @@ class TrainGraph {
   std::unique_ptr<RingAttention> ring_;  // context parallel
   bool sp_ = false;  // sequence parallel
   int vocab_;        // the whole vocabulary
-  int B_, T_;
+  int B_, T_, full_T_;
   int64_t BT_;
   StageRange stage_;  // the whole model unless pipelined
   // Rows of the residual stream this rank holds: all BT_, or under sequence

@@ -42,8 +42,9 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
   m.trainer = {{"step", trainer.steps_done()},
                {"optimizer_steps", dp_.optimizer().steps_taken()},
                {"sampler_position", const_cast<Trainer&>(trainer).sampler().position()},
+               {"sequences_drawn", trainer.sequences_drawn()},
                {"seed", o.seed},
-               {"global_batch", o.batch * dp_.data_ranks()},
+               {"global_batch", trainer.global_batch()},
                {"seq", o.seq_len},
                {"grad_accum", o.grad_accum},
                {"lr_schedule",
@@ -82,16 +83,20 @@ int64_t TrainCheckpointer::resume(Trainer& trainer) {
                t.contains("sampler_position") && t["sampler_position"].is_number_integer(),
            "%s: the manifest's \"trainer\" lacks step, optimizer_steps or sampler_position", dir->c_str());
   const int64_t step = t["step"].get<int64_t>();
-  // The sampler's position counts this rank's batches; the data is the same global
-  // batch sequence for any world size whose global batch matches.
-  const int64_t global_batch = trainer.options().batch * dp_.data_ranks();
+  // The sampler numbers sequences globally: a run that splits the same global
+  // batch differently (dp size, micro-batches, accumulation) continues from the
+  // same sequence. Older manifests have only this rank's draw count.
+  const int64_t global_batch = trainer.global_batch();
   if (t.contains("global_batch") && t["global_batch"].get<int64_t>() != global_batch && dp_.rank() == 0)
     std::fprintf(stderr,
                  "warning: %s was written with a global batch of %lld sequences, this run uses %lld: the data "
                  "order continues from the same position but batches differ\n",
                  dir->c_str(), (long long)t["global_batch"].get<int64_t>(), (long long)global_batch);
+  const uint64_t position = t.contains("sequences_drawn") && t["sequences_drawn"].is_number_unsigned()
+                                ? trainer.sampler_position_at(t["sequences_drawn"].get<uint64_t>())
+                                : t["sampler_position"].get<uint64_t>();
   dp_.load_checkpoint(reader, t["optimizer_steps"].get<int64_t>());
-  trainer.restore(step, t["sampler_position"].get<uint64_t>());
+  trainer.restore(step, position);
   last_saved_ = step;
   return step;
 }

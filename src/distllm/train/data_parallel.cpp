@@ -51,18 +51,20 @@ namespace {
 
 ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp, const PipelineStage& pp) {
   config.validate();
+  if (tp.plan != nullptr) {
+    DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
+    DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
+             "tensor parallelism needs its group's collectives");
+  }
+  // The model this rank splits into stages: its tp shard, or the whole model.
+  const ModelConfig& model = tp.plan ? tp.plan->local() : config;
   if (pp.active()) {
-    DL_CHECK(!tp.active(), "tensor and pipeline parallelism together (tp > 1 and pp > 1) are not supported yet");
     DL_CHECK(pp.range.stages == pp.group->size() && pp.range.stage == pp.group->rank(),
              "internal error: pipeline stage %d/%d on rank %d of a pp group of %d", pp.range.stage, pp.range.stages,
              pp.group->rank(), pp.group->size());
-    return ParamLayout(config, pp.range);
+    return ParamLayout(model, pp.range);
   }
-  if (tp.plan == nullptr) return ParamLayout(config);
-  DL_CHECK(config.to_hf_json() == tp.plan->full().to_hf_json(), "the tensor-parallel plan is for another model");
-  DL_CHECK(tp.plan->size() == 1 || (tp.comm != nullptr && tp.comm->size() == tp.plan->size()),
-           "tensor parallelism needs its group's collectives");
-  return tp.plan->local_layout();
+  return tp.plan ? tp.plan->local_layout() : ParamLayout(config);
 }
 
 }  // namespace
@@ -79,18 +81,14 @@ DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& para
   pc_.validate();
   DL_CHECK(world_size() % cp_.size() == 0, "the data-parallel group (%d ranks) does not hold whole cp rings of %d",
            world_size(), cp_.size());
-  if (tp_.active())
-    for (size_t k = 0; k < layout_.tensors().size(); ++k)
-      norm_weights_.push_back(tp_.plan->norm_weight(static_cast<int>(k)));
-  if (pp_.active()) {
-    // The tied copy of the embedding needs the gradients summed between two stages
-    // in one full buffer, which the sharded strategies do not keep.
-    DL_CHECK(!cp_.active(), "context and pipeline parallelism together (cp > 1 and pp > 1) are not supported yet");
-    DL_CHECK(pc_.strategy == Strategy::kNone || pc_.strategy == Strategy::kDdp,
-             "--strategy %s with pipeline parallelism (pp > 1) is not supported yet: use ddp (or none) on dp",
-             strategy_name(pc_.strategy));
-    if (!pp_.range.first())
-      for (const ParamTensor& t : layout_.tensors()) norm_weights_.push_back(t.group == embed_group() ? 0.0f : 1.0f);
+  if (tp_.active() || pp_.active()) {
+    for (const ParamTensor& t : layout_.tensors()) {
+      float w = 1.0f;
+      if (tp_.active()) w = tp_.plan->norm_weight(*tp_.plan->local_layout().find(t.name));
+      // A later stage's copy of a tied embedding: the first stage's counts.
+      if (pp_.active() && !pp_.range.first() && t.group == embed_group()) w = 0.0f;
+      norm_weights_.push_back(w);
+    }
   }
   const int n = world_ ? world_->size() : 1;
   DL_CHECK(pc_.strategy != Strategy::kNone || n == 1,
@@ -277,12 +275,24 @@ void DataParallel::init_weights(uint64_t seed) {
 
 ParamLayout DataParallel::full_layout() const { return tp_.plan ? tp_.plan->full_layout() : ParamLayout(config_); }
 
+const ParamLayout& DataParallel::tp_shard_layout() const {
+  DL_CHECK(tp_.plan != nullptr, "internal error: no tensor-parallel plan");
+  return tp_.plan->local_layout();
+}
+
 void DataParallel::whole_to_local(const float* whole, float* local) const {
-  if (pp_.active()) {
-    copy_common_tensors(full_layout(), whole, layout_, local);
-  } else {
+  if (!pp_.active()) {
     tp_.plan->full_to_local(whole, local);
+    return;
   }
+  if (!tp_.plan) {
+    copy_common_tensors(full_layout(), whole, layout_, local);
+    return;
+  }
+  // The tp shard of the whole model, then this stage's tensors of it.
+  AlignedBuffer<float> shard(static_cast<size_t>(tp_shard_layout().total_size()));
+  tp_.plan->full_to_local(whole, shard.data());
+  copy_common_tensors(tp_shard_layout(), shard.data(), layout_, local);
 }
 
 void DataParallel::load_full(const float* full) {
@@ -353,29 +363,36 @@ void DataParallel::gather_params_after_step() {
 void DataParallel::gather_full(float* out) { gather_whole(master_, out); }
 
 void DataParallel::gather_whole(const float* owned_state, float* out) {
-  if (pp_.active()) {
-    // Each stage writes its tensors into a zeroed whole model (the tied table from
-    // the first stage only) and one all-reduce over the stages assembles it.
-    AlignedBuffer<float> stage(static_cast<size_t>(layout_.total_size()));
-    gather_shard(owned_state, stage.data());
-    const ParamLayout whole = full_layout();
-    fill_zero(out, whole.total_size());
-    copy_common_tensors(layout_, stage.data(), whole, out, pp_.range.first() ? -1 : whole.embed_group());
-    tracker_.blocking(whole.total_size() * 4, [&] {
-      pp_.group->allreduce(out, static_cast<size_t>(whole.total_size()), comm::DType::kF32);
-    });
-    return;
-  }
-  if (!tp_.plan) {
+  if (!tp_.plan && !pp_.active()) {
     gather_shard(owned_state, out);
     return;
   }
   AlignedBuffer<float> shard(static_cast<size_t>(layout_.total_size()));
   gather_shard(owned_state, shard.data());
+  // The pipeline's stages assemble the model (its tp shard under tp): each writes
+  // its tensors into a zeroed buffer (the tied table from the first stage only) and
+  // one all-reduce over the stages sums them.
+  AlignedBuffer<float> tp_shard;
+  const float* assembled = shard.data();
+  if (pp_.active()) {
+    const ParamLayout model = tp_.plan ? tp_shard_layout() : full_layout();
+    float* dst = out;
+    if (tp_.plan) {
+      tp_shard.resize_uninitialized(static_cast<size_t>(model.total_size()));
+      dst = tp_shard.data();
+    }
+    fill_zero(dst, model.total_size());
+    copy_common_tensors(layout_, shard.data(), model, dst, pp_.range.first() ? -1 : model.embed_group());
+    tracker_.blocking(model.total_size() * 4, [&] {
+      pp_.group->allreduce(dst, static_cast<size_t>(model.total_size()), comm::DType::kF32);
+    });
+    if (!tp_.plan) return;
+    assembled = dst;
+  }
   if (tp_.active()) {
-    gather_tensor_parallel(*tp_.comm, *tp_.plan, shard.data(), out);
+    gather_tensor_parallel(*tp_.comm, *tp_.plan, assembled, out);
   } else {
-    tp_.plan->local_to_full(shard.data(), out);
+    tp_.plan->local_to_full(assembled, out);
   }
 }
 
@@ -385,15 +402,20 @@ void DataParallel::gather_shard(const float* owned_state, float* out) {
     copy_floats(out, owned_state, total);
     return;
   }
-  for (const Bucket& b : buckets_) {
-    const FlatRange part = owned_.intersect(b.range);
-    float* dst = out + b.range.begin;
-    float* mine = dst + plan_.offset_in(shard_rank_, b.range);
-    if (!part.empty()) copy_floats(mine, owned_state + (part.begin - owned_.begin), part.size());
-    tracker_.blocking(b.range.size() * 4, [&] {
-      shard_group_->allgatherv(mine, dst, plan_.counts(b.range), comm::DType::kF32);
-    });
+  for (const Bucket& b : buckets_) gather_range(owned_state, b.range, out + b.range.begin);
+}
+
+void DataParallel::gather_range(const float* owned_state, FlatRange range, float* out) {
+  if (plan_.ranks() == 1) {
+    copy_floats(out, owned_state + (range.begin - owned_.begin), range.size());
+    return;
   }
+  const FlatRange part = owned_.intersect(range);
+  float* mine = out + plan_.offset_in(shard_rank_, range);
+  if (!part.empty()) copy_floats(mine, owned_state + (part.begin - owned_.begin), part.size());
+  tracker_.blocking(range.size() * 4, [&] {
+    shard_group_->allgatherv(mine, out, plan_.counts(range), comm::DType::kF32);
+  });
 }
 
 void DataParallel::check_replicas() {
@@ -465,10 +487,11 @@ checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
     whole_state_[k].resize(static_cast<size_t>(total));
     gather_whole(states[k], whole_state_[k].data());
   }
-  // Every rank of the model's split (tp shards or pipeline stages) writes a part.
-  const int split = pp_.active() ? pp_.range.stages : tp_.plan->size();
+  // Every rank of the model's split (tp shards x pipeline stages) writes a part.
+  const int tp_size = tp_.plan ? tp_.plan->size() : 1, tp_rank = tp_.plan ? tp_.plan->rank() : 0;
+  const int split = (pp_.active() ? pp_.range.stages : 1) * tp_size;
   const int writers = world_size() * split;
-  const int writer = rank() * split + (pp_.active() ? pp_.range.stage : tp_.plan->rank());
+  const int writer = rank() * split + (pp_.active() ? pp_.range.stage : 0) * tp_size + tp_rank;
   const FlatRange part = ShardPlan(total, writers).owned(writer);
   checkpoint::ShardData d;
   d.begin = part.begin;
@@ -537,7 +560,8 @@ void DataParallel::on_before_forward(int g) {
   const bool tied = layout_.head_uses_embedding();
   if (g == head_group() && tied) gatherer_->prefetch(embed_group());
   gatherer_->prefetch(g);
-  if (pc_.prefetch && g < head_group()) {
+  // A pipeline stage prefetches only the groups it holds.
+  if (pc_.prefetch && g < head_group() && layout_.has_group(g + 1)) {
     gatherer_->prefetch(g + 1);
     if (g + 1 == head_group() && tied) gatherer_->prefetch(embed_group());
   }
@@ -558,7 +582,7 @@ void DataParallel::on_after_forward(int g, bool compute_grad) {
 void DataParallel::on_before_backward(int g) {
   if (!gatherer_) return;
   gatherer_->prefetch(g);
-  if (pc_.prefetch && g - 1 > embed_group()) gatherer_->prefetch(g - 1);
+  if (pc_.prefetch && g - 1 > embed_group() && layout_.has_group(g - 1)) gatherer_->prefetch(g - 1);
 }
 
 void DataParallel::on_grads_ready(int g, bool sync) {
@@ -566,7 +590,8 @@ void DataParallel::on_grads_ready(int g, bool sync) {
     if (g == head_group()) {
       gatherer_->release(g);
       gatherer_->release(embed_group());
-      if (pc_.prefetch && config_.n_layer > 0) gatherer_->prefetch(layout_.layer_group(config_.n_layer - 1));
+      if (pc_.prefetch && config_.n_layer > 0 && layout_.has_group(layout_.layer_group(config_.n_layer - 1)))
+        gatherer_->prefetch(layout_.layer_group(config_.n_layer - 1));
     } else if (g != embed_group()) {
       gatherer_->release(g);
     }
@@ -659,16 +684,24 @@ void DataParallel::end_forward_only() {
 void DataParallel::sum_tied_embedding_grads() {
   const StageRange& r = pp_.range;
   if (!layout_.head_uses_embedding() || !layout_.has_group(embed_group()) || r.is_whole()) return;
-  // The first and the last stage swap their gradients of the table and add them.
+  // The first and the last stage swap their (data-parallel reduced) gradients of the
+  // table and add them. The stages lay the table out at different flat offsets, so
+  // under a sharded strategy their shards cover different rows: each assembles the
+  // whole table's gradient from its dp group's shards first.
   const ParamGroup& g = layout_.groups()[static_cast<size_t>(embed_group())];
-  float* mine = full_grads_ + g.offset;
-  AlignedBuffer<float> theirs(static_cast<size_t>(g.size));
+  const FlatRange range{g.offset, g.offset + g.size};
+  AlignedBuffer<float> mine(static_cast<size_t>(g.size)), theirs(static_cast<size_t>(g.size));
+  gather_range(shard_grads_, range, mine.data());
   const int peer = r.first() ? r.stages - 1 : 0;
-  const comm::P2POp ops[2] = {{comm::P2POp::Kind::kSend, mine, static_cast<size_t>(g.size), comm::DType::kF32, peer},
-                              {comm::P2POp::Kind::kRecv, theirs.data(), static_cast<size_t>(g.size), comm::DType::kF32,
-                               peer}};
+  const comm::P2POp ops[2] = {
+      {comm::P2POp::Kind::kSend, mine.data(), static_cast<size_t>(g.size), comm::DType::kF32, peer},
+      {comm::P2POp::Kind::kRecv, theirs.data(), static_cast<size_t>(g.size), comm::DType::kF32, peer}};
   tracker_.blocking(g.size * 8, [&] { pp_.group->batch_p2p(ops); });
-  kernels::add_inplace(mine, theirs.data(), g.size);
+  const FlatRange part = owned_.intersect(range);
+  if (part.empty()) return;
+  float* dst = shard_grads_ + (part.begin - owned_.begin);
+  const int64_t at = part.begin - range.begin;
+  for (int64_t i = 0; i < part.size(); ++i) dst[i] = mine[at + i] + theirs[at + i];  // the same sum on both stages
 }
 
 OptimizerResult DataParallel::optimizer_step(double lr) {

@@ -67,15 +67,17 @@ struct OptimizerResult {
 // adds the tp ranks' parts (replicated tensors once). init_weights, load_full and
 // gather_full deal in the whole model and split or gather over the tp group.
 //
-// Under pipeline parallelism (a mesh with pp > 1; strategies none and ddp) each
-// rank holds only its stage's parameter groups (ParamLayout of the stage: the other
-// groups are empty), with `world` the data-parallel group of the ranks holding the
-// same stage. A tied output head keeps a copy of the embedding table on the last
-// stage (as Megatron-LM does): optimizer_step first sums that table's gradients
-// between the first and last stage, so both copies take the same update. The
-// gradient norm adds every stage's part over the pp group (the tied table once).
-// init_weights, load_full, gather_full and checkpoints deal in the whole model
-// (as tensor parallelism does), so a pipeline checkpoint resumes at any pp size.
+// Under pipeline parallelism (a mesh with pp > 1; any strategy on dp) each rank
+// holds only its stage's parameter groups (ParamLayout of the stage, of its tp shard
+// under tp: the other groups are empty), with `world` the data-parallel group of the
+// ranks holding the same stage. A tied output head keeps a copy of the embedding
+// table on the last stage (as Megatron-LM does): optimizer_step first sums that
+// table's reduced gradients between the first and last stage (assembled from the dp
+// group's shards under ZeRO, since the two stages' shards cover different rows), so
+// both copies take the same update. The gradient norm adds every stage's part over
+// the pp group (the tied table once). init_weights, load_full, gather_full and
+// checkpoints deal in the whole model (as tensor parallelism does), so a pipeline
+// checkpoint resumes at any pp (and tp) size.
 class DataParallel : public ParamSource {
  public:
   // A model of `config` trained by `world` (null: one process, strategy none), and
@@ -213,6 +215,7 @@ class DataParallel : public ParamSource {
   // whole model's tensors; whole_to_local picks this rank's part of them.
   bool whole_model_state() const { return tp_.plan != nullptr || pp_.active(); }
   void whole_to_local(const float* whole, float* local) const;
+  const ParamLayout& tp_shard_layout() const;  // the whole model's tp shard (before pipeline stages)
   void sum_tied_embedding_grads();
 
   bool bf16_params() const { return pc_.mixed_precision == MixedPrecision::kBf16; }
@@ -223,6 +226,9 @@ class DataParallel : public ParamSource {
   // group into layout()'s flat buffer; gather_whole also over tp, into the whole
   // model's layout.
   void gather_shard(const float* owned_state, float* out);
+  // One range of layout()'s flat buffer from the dp group's owned slices (collective
+  // over the shard group); `out` receives range.size() floats.
+  void gather_range(const float* owned_state, FlatRange range, float* out);
   void gather_whole(const float* owned_state, float* out);
   checkpoint::ShardData whole_checkpoint_shard();
   AlignedBuffer<float> whole_state_[3];  // tp checkpoints: the whole param, exp_avg, exp_avg_sq

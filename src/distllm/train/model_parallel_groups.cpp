@@ -54,8 +54,6 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
     if (name == "cp") cp = n;
     if (name == "pp") pp = n;
   }
-  DL_CHECK(pp == 1 || (tp == 1 && cp == 1),
-           "--mesh %s: pp together with tp or cp is not supported yet (use pp with dp only)", mesh_text.c_str());
   DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);

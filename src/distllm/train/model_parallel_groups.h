@@ -12,9 +12,12 @@
 // are drawn per dp coordinate only.
 //
 //   --mesh pp=2,dp=2 on 4 ranks: ranks {0,1} and {2,3} are the dp groups of stages
-//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage). pp
-//   together with tp or cp is refused (not built yet), so a job asking for it fails
-//   at start, not silently.
+//   0 and 1, {0,2} and {1,3} the two pipelines (pp groups, ranked by stage).
+//
+//   --mesh pp=2,tp=2 on 4 ranks: {0,1} and {2,3} are the tp groups of stages 0 and
+//   1, {0,2} and {1,3} the pipelines; each stage holds its layers' tp shards, and
+//   a pipeline joins the ranks holding the same shard. cp works the same way: the
+//   stages of a pipeline hold the same tokens of each sequence.
 #pragma once
 
 #include <memory>

@@ -32,7 +32,7 @@ PipelineParallel::~PipelineParallel() = default;
 
 void PipelineParallel::ensure_slots(int n) {
   while (static_cast<int>(extra_.size()) + 1 < n)
-    extra_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.seq_len(), checkpointing_,
+    extra_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(), checkpointing_,
                                                   engine_.tensor_parallel(), engine_.context_parallel(), range_));
 }
 
@@ -50,7 +50,7 @@ void PipelineParallel::run(const std::vector<PipelineAction>& actions,
   ensure_slots(max_in_flight(actions));
   std::vector<int> free_slots, slot_of(static_cast<size_t>(most), -1);
   for (int k = max_in_flight(actions) - 1; k >= 0; --k) free_slots.push_back(k);
-  const size_t n = static_cast<size_t>(graph_.batch()) * graph_.seq_len() * engine_.config().n_embd;
+  const size_t n = static_cast<size_t>(graph_.stage_boundary_floats());
   const int prev = range_.first() ? -1 : range_.stage - 1, next = range_.last() ? -1 : range_.stage + 1;
   using Kind = comm::P2POp::Kind;
   std::vector<comm::P2POp> pending;  // the previous pass's sends

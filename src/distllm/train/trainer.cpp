@@ -73,7 +73,8 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
              std::max(micro_steps(), pipeline_ ? options_.eval_batches : 1);
   tokens_.resize(n);
   targets_.resize(n);
-  block_tokens_.resize(static_cast<size_t>(options_.batch) * graph_.seq_len());
+  // Context parallelism: each micro-batch's (or validation batch's) tokens this rank holds.
+  block_tokens_.resize(n / static_cast<size_t>(options_.seq_len) * static_cast<size_t>(graph_.seq_len()));
   block_targets_.resize(block_tokens_.size());
   started_ = now_seconds();
 }
@@ -103,7 +104,6 @@ StepStats Trainer::step() {
     args.grad_scale = 1.0f / static_cast<float>(K);
     args.loss_normalizer = valid[m] > 0 ? valid[m] : 1;
     args.hooks = dp.hooks(true, sync);
-    slice_block(m);
     loss_sum += graph_.forward(dp, graph_tokens(m), graph_targets(m), args);
     if (m == 0 && options_.before_backward) options_.before_backward(step_ + 1);
     graph_.backward(dp, args.hooks);
@@ -154,23 +154,27 @@ void Trainer::slice_block(int m) {
   if (!cp.active()) return;
   const int T = options_.seq_len, Tl = graph_.seq_len();
   const ContextLayout held(cp.size(), cp.rank(), T);
-  const int64_t base = static_cast<int64_t>(m) * options_.batch * T;
+  const int64_t from_base = static_cast<int64_t>(m) * options_.batch * T;
+  const int64_t to_base = static_cast<int64_t>(m) * options_.batch * Tl;
   for (int b = 0; b < options_.batch; ++b)
     for (int t = 0; t < Tl; ++t) {
-      const int64_t from = base + static_cast<int64_t>(b) * T + held.position(t);
-      block_tokens_[static_cast<size_t>(b) * Tl + t] = tokens_[static_cast<size_t>(from)];
-      block_targets_[static_cast<size_t>(b) * Tl + t] = targets_[static_cast<size_t>(from)];
+      const size_t from = static_cast<size_t>(from_base + static_cast<int64_t>(b) * T + held.position(t));
+      const size_t to = static_cast<size_t>(to_base + static_cast<int64_t>(b) * Tl + t);
+      block_tokens_[to] = tokens_[from];
+      block_targets_[to] = targets_[from];
     }
 }
 
 const int32_t* Trainer::graph_tokens(int m) {
-  if (engine_->context_parallel().active()) return block_tokens_.data();
-  return tokens_.data() + static_cast<int64_t>(m) * options_.batch * options_.seq_len;
+  const int64_t at = static_cast<int64_t>(m) * options_.batch * graph_.seq_len();
+  if (engine_->context_parallel().active()) return block_tokens_.data() + at;
+  return tokens_.data() + at;
 }
 
 const int32_t* Trainer::graph_targets(int m) {
-  if (engine_->context_parallel().active()) return block_targets_.data();
-  return targets_.data() + static_cast<int64_t>(m) * options_.batch * options_.seq_len;
+  const int64_t at = static_cast<int64_t>(m) * options_.batch * graph_.seq_len();
+  if (engine_->context_parallel().active()) return block_targets_.data() + at;
+  return targets_.data() + at;
 }
 
 void Trainer::restore(int64_t step, uint64_t sampler_position) {
@@ -180,6 +184,23 @@ void Trainer::restore(int64_t step, uint64_t sampler_position) {
   sampler_->set_position(sampler_position);
 }
 
+int64_t Trainer::global_batch() const {
+  return static_cast<int64_t>(options_.batch) * engine_->data_ranks() * micro_steps();
+}
+
+uint64_t Trainer::sequences_drawn() const {
+  return sampler_->position() * static_cast<uint64_t>(options_.batch) * static_cast<uint64_t>(engine_->data_ranks());
+}
+
+uint64_t Trainer::sampler_position_at(uint64_t sequences) const {
+  const uint64_t per_draw = static_cast<uint64_t>(options_.batch) * static_cast<uint64_t>(engine_->data_ranks());
+  DL_CHECK(sequences % per_draw == 0,
+           "the checkpoint's data position (%llu sequences) is not a whole number of this run's draws of %llu "
+           "sequences (batch %d x %d data-parallel ranks)",
+           (unsigned long long)sequences, (unsigned long long)per_draw, options_.batch, engine_->data_ranks());
+  return sequences / per_draw;
+}
+
 double Trainer::pipeline_step(const std::vector<int64_t>& valid) {
   // One normaliser for every micro-batch: the loss is the mean over the whole
   // batch, as one process computes it on all m x batch sequences.
@@ -187,14 +208,17 @@ double Trainer::pipeline_step(const std::vector<int64_t>& valid) {
   for (int64_t v : valid) total += v;
   std::function<void()> hook;
   if (options_.before_backward) hook = [this] { options_.before_backward(step_ + 1); };
-  return pipeline_->train_step(tokens_.data(), targets_.data(), total > 0 ? total : 1, hook);
+  return pipeline_->train_step(graph_tokens(0), graph_targets(0), total > 0 ? total : 1, hook);
 }
 
 double Trainer::pipeline_evaluate() {
   const int E = options_.eval_batches;
   const int64_t per_batch = static_cast<int64_t>(options_.batch) * options_.seq_len;
-  for (int i = 0; i < E; ++i) val_sampler_->next(tokens_.data() + i * per_batch, targets_.data() + i * per_batch);
-  std::vector<double> sums = pipeline_->evaluate(tokens_.data(), targets_.data(), E);
+  for (int i = 0; i < E; ++i) {
+    val_sampler_->next(tokens_.data() + i * per_batch, targets_.data() + i * per_batch);
+    slice_block(i);
+  }
+  std::vector<double> sums = pipeline_->evaluate(graph_tokens(0), graph_targets(0), E);
   engine_->allreduce_sum(sums.data(), 2 * E);
   return mean_of_batch_means(sums, E);
 }

@@ -83,6 +83,16 @@ class Trainer {
   // Continues a run from a checkpoint: `step` optimizer steps done and the sampler
   // at `sampler_position` (the engine's state is restored separately).
   void restore(int64_t step, uint64_t sampler_position);
+  // Sequences of the whole job per optimizer step: batch x data-parallel ranks x
+  // micro-steps (accumulation steps, or a pipeline's micro-batches).
+  int64_t global_batch() const;
+  // Sequences every rank together has drawn so far. The sampler numbers sequences
+  // globally, so this is the data position any split of the same global batch (dp
+  // size, micro-batches, accumulation) continues from.
+  uint64_t sequences_drawn() const;
+  // The sampler position of this run that has drawn `sequences`; throws naming both
+  // batches when they do not divide.
+  uint64_t sampler_position_at(uint64_t sequences) const;
   // True when the last step ended early because of a stop request.
   bool stopped_by_request() const { return stopped_by_request_; }
   BatchSampler& sampler() { return *sampler_; }
@@ -101,7 +111,7 @@ class Trainer {
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<BatchSampler> val_sampler_;
   std::vector<int32_t> tokens_, targets_;  // grad_accum micro-batches
-  // Context parallelism: this rank's block of one micro-batch's sequences.
+  // Context parallelism: this rank's blocks of each micro-batch's sequences.
   std::vector<int32_t> block_tokens_, block_targets_;
   // The tokens and targets the graph gets for micro-batch `m` (a block of each
   // sequence under context parallelism).
