@@ -129,9 +129,12 @@ MemoryPlan stage_memory(const Job& job, const StageRange& stage, int s, const Pa
   {
     std::vector<int64_t> sizes;
     int64_t embed_bucket = 0;
+    // The tied table's bucket fills from the head on, on the stage that runs the
+    // head (a first stage without it fills the bucket last, as any other).
+    const bool head_fills_embedding = layout.head_uses_embedding() && layout.has_group(layout.head_group());
     for (const Bucket& b : buckets) {
       int64_t bytes = b.range.size() * kF32;
-      if (b.first_group == layout.embed_group() && layout.head_uses_embedding())
+      if (b.first_group == layout.embed_group() && head_fills_embedding)
         embed_bucket = bytes;
       else
         sizes.push_back(bytes);
@@ -158,10 +161,12 @@ MemoryPlan stage_memory(const Job& job, const StageRange& stage, int s, const Pa
     const int64_t tokens = std::min<int64_t>(cfg.vocab_size, static_cast<int64_t>(job.dp) * in.batch * in.seq);
     m.comm_buffers += (tokens + (cfg.is_gpt2() ? in.seq : 0)) * cfg.n_embd * kF32;
   }
-  // A pipeline's tied table: the first and last stage receive the other's gradient
-  // of it at the optimizer step, after backward's buffers are gone.
+  // A pipeline's tied table: at the optimizer step, after backward's buffers are
+  // gone, the first and last stage each assemble their gradient of it (from the dp
+  // shards) and receive the other's.
   if (!stage.is_whole() && layout.head_uses_embedding() && layout.has_group(layout.embed_group()))
-    m.comm_buffers = std::max(m.comm_buffers, layout.groups()[static_cast<size_t>(layout.embed_group())].size * kF32);
+    m.comm_buffers =
+        std::max(m.comm_buffers, 2 * layout.groups()[static_cast<size_t>(layout.embed_group())].size * kF32);
   return m;
 }
 
