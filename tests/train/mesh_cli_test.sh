@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `distllm train --mesh` under mpirun, end to end: tensor parallelism (tp=2, with
-# sequence parallelism at tp=4), context parallelism (cp=2) and dp=2 x tp=2 and
-# dp=2 x cp=2 meshes train the same model as one process (losses and the saved
-# model), checkpoints move between tp sizes, meshes that do not fit the model or
+# sequence parallelism at tp=4), context parallelism (cp=2), dp=2 x tp=2,
+# dp=2 x cp=2, pp=2 x tp=2, pp=2 x cp=2 and dp=2 x pp=2 (ZeRO-3) meshes train the
+# same model as one process (losses and the saved model), checkpoints move between
+# tp sizes and meshes, meshes that do not fit the model or
 # the world are refused naming why, and a rank killed mid-step ends the job, named,
 # within the comm timeout.
 #   mesh_cli_test.sh DISTLLM MPIRUN...
@@ -74,6 +75,16 @@ same single cp2 || fail "cp=2 differs from one process"
 run cp_mesh 4 --steps 8 --batch 2 --mesh dp=2,cp=2 --strategy zero1
 same single cp_mesh || fail "dp=2 x cp=2 differs from one process"
 
+echo "== pipelines on a mesh: pp=2 x tp=2, pp=2 x cp=2 and dp=2 x pp=2 under ZeRO-3 train the one-process model"
+run pp_tp 4 --steps 8 --batch 2 --micro-batches 2 --mesh pp=2,tp=2
+grep -q "^mesh: dp=1 x pp=2 x tp=2" "$T/pp_tp.out" || { cat "$T/pp_tp.out"; fail "no mesh line"; }
+same single pp_tp || fail "pp=2 x tp=2 differs from one process"
+run pp_cp 4 --steps 8 --batch 2 --micro-batches 2 --mesh pp=2,cp=2 --pp-schedule gpipe
+same single pp_cp || fail "pp=2 x cp=2 differs from one process"
+run pp_zero3 4 --steps 8 --batch 1 --micro-batches 2 --mesh dp=2,pp=2 --strategy zero3
+grep -q "parallel: zero3, 2 ranks per pipeline stage" "$T/pp_zero3.out" || { cat "$T/pp_zero3.out"; fail "no zero3 per stage"; }
+same single pp_zero3 || fail "dp=2 x pp=2 under ZeRO-3 differs from one process"
+
 echo "== the saved tp model is the whole model: it evaluates as the one-process one"
 run from_single 0 --batch 4 --steps 1 --init-from "$T/single"
 run from_tp2 0 --batch 4 --steps 1 --init-from "$T/tp2"
@@ -89,6 +100,12 @@ rm -rf "$T"/ck/step_*8
 run ck_mesh 4 --steps 8 --batch 2 --mesh dp=2,tp=2 --strategy zero3 --checkpoint-dir "$T/ck" --resume auto
 grep -q "resumed from .* at step 6" "$T/ck_mesh.out" || { cat "$T/ck_mesh.out"; fail "did not resume at step 6"; }
 same single ck_mesh || fail "tp=1 -> dp=2 x tp=2 differs from one process"
+# The same global batch split another way (2 sequences x 2 micro-batches on one
+# pipeline instead of 2 x 2 data-parallel ranks) continues from the same data.
+rm -rf "$T"/ck/step_*8
+run ck_pp 4 --steps 8 --batch 2 --micro-batches 2 --mesh pp=2,tp=2 --checkpoint-dir "$T/ck" --resume auto
+grep -q "resumed from .* at step 6" "$T/ck_pp.out" || { cat "$T/ck_pp.out"; fail "did not resume at step 6"; }
+same single ck_pp || fail "dp=2 x tp=2 zero3 -> pp=2 x tp=2 differs from one process"
 
 echo "== meshes that do not fit are refused, naming why"
 expect_error() {  # ranks, message, flags... (model flags: $MODEL, default M)

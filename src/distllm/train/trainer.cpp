@@ -69,8 +69,7 @@ void Trainer::init(const TokenDataset& train, const TokenDataset* val) {
     val_sampler_ =
         std::make_unique<BatchSampler>(*val, options_.batch, options_.seq_len, options_.seed + 1, rank, world);
   }
-  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len *
-             std::max(micro_steps(), pipeline_ ? options_.eval_batches : 1);
+  size_t n = static_cast<size_t>(options_.batch) * options_.seq_len * micro_steps();
   tokens_.resize(n);
   targets_.resize(n);
   // Context parallelism: each micro-batch's (or validation batch's) tokens this rank holds.
@@ -212,13 +211,23 @@ double Trainer::pipeline_step(const std::vector<int64_t>& valid) {
 }
 
 double Trainer::pipeline_evaluate() {
-  const int E = options_.eval_batches;
+  // A validation batch is the step's batch, m micro-batches: the same sequences
+  // one process with the same global batch evaluates (the sampler numbers them
+  // globally), pipelined m at a time.
+  const int E = options_.eval_batches, m = options_.micro_batches;
   const int64_t per_batch = static_cast<int64_t>(options_.batch) * options_.seq_len;
+  std::vector<double> sums(2 * static_cast<size_t>(E), 0.0);
   for (int i = 0; i < E; ++i) {
-    val_sampler_->next(tokens_.data() + i * per_batch, targets_.data() + i * per_batch);
-    slice_block(i);
+    for (int k = 0; k < m; ++k) {
+      val_sampler_->next(tokens_.data() + k * per_batch, targets_.data() + k * per_batch);
+      slice_block(k);
+    }
+    const std::vector<double> part = pipeline_->evaluate(graph_tokens(0), graph_targets(0), m);
+    for (int k = 0; k < m; ++k) {
+      sums[2 * static_cast<size_t>(i)] += part[2 * static_cast<size_t>(k)];
+      sums[2 * static_cast<size_t>(i) + 1] += part[2 * static_cast<size_t>(k) + 1];
+    }
   }
-  std::vector<double> sums = pipeline_->evaluate(graph_tokens(0), graph_targets(0), E);
   engine_->allreduce_sum(sums.data(), 2 * E);
   return mean_of_batch_means(sums, E);
 }

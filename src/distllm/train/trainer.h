@@ -71,7 +71,9 @@ class Trainer {
 
   StepStats step();
   // Mean loss over options.eval_batches fixed validation batches (the same ones at
-  // every evaluation; each rank evaluates its share). Requires a validation set.
+  // every evaluation; each rank evaluates its share). A batch is batch x data-parallel
+  // ranks sequences, times the micro-batches under a pipeline (the step's batch).
+  // Requires a validation set.
   double evaluate();
   bool has_validation() const { return val_sampler_ != nullptr; }
 
