@@ -4,9 +4,10 @@
 // with DDP over the ring), at 2 ranks; at 4, each with dp=2 besides, and pp=2 with
 // tp=2 (with and without SP), with cp=2, and with ZeRO on dp=2. Measured: every
 // byte the ranks allocate (MemoryStats) over two steps, after the weights are
-// initialised. The pipelines match to the byte; the ring is over by 0.05% (0.08%
-// with dp=2: the plan counts every token of the batch as a distinct embedding row
-// to reduce).
+// initialised. The pipelines match to the byte (with none, DDP, ZeRO-1; see
+// ZeroOnPipelineStages for ZeRO-2 and 3); the ring is over by 0.05% (0.08% with
+// dp=2: the plan counts every token of the batch as a distinct embedding row to
+// reduce). The 4-rank cases run in train_mpi_np4.
 #include <gtest/gtest.h>
 
 #include <cmath>
