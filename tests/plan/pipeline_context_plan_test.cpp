@@ -65,7 +65,7 @@ TEST(PlanPipeline, ParametersFallWithStages) {
     int64_t before = 0;
     for (int p : {1, 2, 3, 6}) {
       const plan::Estimate e = estimate(input(model(ModelFamily::kLlama, tied), p, 1, p > 1 ? 4 : 1));
-      if (p > 1) EXPECT_LT(e.memory.params, before) << "pp " << p << (tied ? " tied" : "");
+      if (p > 1) { EXPECT_LT(e.memory.params, before) << "pp " << p << (tied ? " tied" : ""); }
       EXPECT_EQ(e.memory.grads, e.memory.params);
       EXPECT_EQ(e.memory.optimizer, 2 * e.memory.params);
       before = e.memory.params;
@@ -83,13 +83,13 @@ TEST(PlanPipeline, OneFOneBKeepsNoMoreActivationsThanGPipe) {
       in.pp_schedule = PipelineScheduleKind::k1F1B;
       const plan::Estimate one = estimate(in);
       EXPECT_LE(one.memory.activations, gpipe.memory.activations) << "p " << p << " m " << m;
-      if (m > p) EXPECT_LT(one.memory.activations, gpipe.memory.activations) << "p " << p << " m " << m;
+      if (m > p) { EXPECT_LT(one.memory.activations, gpipe.memory.activations) << "p " << p << " m " << m; }
       // GPipe's first stage keeps all m sets, 1F1B's min(m, p).
       plan::GraphShape g;
       g.local = &c, g.full = &c, g.batch = 2, g.seq = 64, g.rows = 128;
       g.stage = StageRange::for_model(c, p, 0);
       EXPECT_GE(gpipe.memory.activations, m * plan::activation_bytes(g));
-      if (one.worst_stage == 0) EXPECT_EQ(one.memory.activations, std::min(m, p) * plan::activation_bytes(g));
+      if (one.worst_stage == 0) { EXPECT_EQ(one.memory.activations, std::min(m, p) * plan::activation_bytes(g)); }
     }
 }
 
