@@ -77,8 +77,9 @@ struct Job {
 struct StageCost {
   MemoryPlan memory;
   double dp_bus = 0, dp_floor = 0;  // data-parallel bus bytes, and those that can never overlap
-  double blocking = 0;              // tp all-reduces, cp ring shifts, the tied table's swap: all exposed
+  double blocking = 0;              // tp all-reduces, cp gradient shifts, the tied table's swap: all exposed
   double p2p = 0;                   // pp sends, on the schedule's critical path like the passes
+  double behind = 0;                // cp key/value shifts: travel while attention computes
   double compute_s = 0;             // the stage's passes of one step
 };
 
@@ -226,11 +227,14 @@ void model_parallel_traffic(const Job& job, const StageRange& stage, const Param
     per_micro += allreduces * 2 * ring(in.tp) * act;
   }
   // cp: every layer's forward shifts the key/value blocks cp - 1 times (again when
-  // recomputed); backward shifts them with their gradients cp times (the last
-  // brings each block's gradient home).
+  // recomputed), and backward cp - 1 times more; those travel while the held block
+  // is attended to (RingAttention). Backward's gradients of each block go round cp
+  // times (the last brings them home), each only after this rank's part is in:
+  // exposed.
   if (in.cp > 1) {
     const double kv = tokens * cfg.n_kv_head * cfg.head_dim * kF32;
-    per_micro += (stage.layers() + recomputed) * (in.cp - 1) * 2 * kv + stage.layers() * in.cp * 4 * kv;
+    c.behind = ((stage.layers() + recomputed) * (in.cp - 1) * 2 * kv + stage.layers() * (in.cp - 1) * 2 * kv) * job.K;
+    per_micro += stage.layers() * in.cp * 2 * kv;
   }
   c.blocking = per_micro * job.K;
   // pp: each micro-batch's activations go to the next stage and their gradients
@@ -305,8 +309,8 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
       e.compute_s = c.compute_s;
       e.bubble_s = c.compute_s * (stretch - 1);
       e.exposed_comm_s = exposed;
-      e.comm_bytes = static_cast<int64_t>(c.dp_bus + c.blocking + c.p2p);
-      e.comm_s = (c.dp_bus + c.blocking + c.p2p) / bw;
+      e.comm_bytes = static_cast<int64_t>(c.dp_bus + c.blocking + c.p2p + c.behind);
+      e.comm_s = (c.dp_bus + c.blocking + c.p2p + c.behind) / bw;
     }
   }
   e.fits = memory_limit_bytes <= 0 || static_cast<double>(e.memory.total()) <= memory_limit_bytes;
