@@ -22,7 +22,8 @@ int run_version(Args& args) {
               isa_name(active));
   std::printf("kernels: %s (training GEMM: OpenBLAS sgemm; bench gemm: own sgemm %s)\n", isa_name(kernels),
               isa_name(active));
-  std::printf("decode linears: f32/bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_q8_path());
+  std::printf("decode linears: f32 %s, bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_bf16_path(),
+              kernels::linear_bi_q8_path());
   std::printf("threads: %d\n", available_cpus());
   return 0;
 }
