@@ -78,6 +78,12 @@ std::vector<PipelineAction> pipeline_schedule(PipelineScheduleKind kind, int sta
   return a;
 }
 
+void check_pipeline_schedule(PipelineScheduleKind kind, int stages, int micro_batches, int virtual_stages) {
+  DL_CHECK(kind != PipelineScheduleKind::kInterleaved || virtual_stages >= 2,
+           "--pp-schedule interleaved needs --virtual-stages V >= 2 model chunks per stage, got %d", virtual_stages);
+  pipeline_schedule(kind, stages, 0, micro_batches, virtual_stages);  // refuses the rest
+}
+
 std::vector<PipelineAction> forward_passes(const std::vector<PipelineAction>& actions) {
   std::vector<PipelineAction> f;
   for (const PipelineAction& x : actions)

@@ -50,6 +50,11 @@ std::vector<PipelineAction> forward_passes(const std::vector<PipelineAction>& ac
 // lists count each forward as done when it ends.
 int max_in_flight(const std::vector<PipelineAction>& actions);
 
+// Refuses, naming the numbers, a schedule that cannot run on p stages: --virtual-
+// stages with another schedule than interleaved, interleaved with fewer than two
+// virtual stages, or m not a multiple of p (Megatron-LM's requirement).
+void check_pipeline_schedule(PipelineScheduleKind kind, int stages, int micro_batches, int virtual_stages);
+
 // (p-1)/(v*m+p-1): the idle share of each stage's step with equal pass times.
 double ideal_bubble_fraction(int stages, int micro_batches, int virtual_stages = 1);
 
