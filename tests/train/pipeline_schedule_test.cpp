@@ -109,7 +109,7 @@ std::vector<std::vector<PipelineAction>> all_stages(PipelineScheduleKind kind, i
   return stages;
 }
 
-TEST(InterleavedSchedule, EveryChunksForwardPrecedesItsBackwardOnce) {
+TEST(PipelineSchedule, InterleavedEveryChunksForwardPrecedesItsBackwardOnce) {
   for_each_interleaved([](int p, int v, int m) {
     for (int s = 0; s < p; ++s) {
       const auto a = pipeline_schedule(PipelineScheduleKind::kInterleaved, p, s, m, v);
@@ -132,7 +132,7 @@ TEST(InterleavedSchedule, EveryChunksForwardPrecedesItsBackwardOnce) {
   });
 }
 
-TEST(InterleavedSchedule, Order) {
+TEST(PipelineSchedule, InterleavedOrder) {
   // p = 2, v = 2, m = 4, stage 0: (p-s-1)*2 + (v-1)*p = 4 warm-up forwards, the
   // micro-batches in groups of two per chunk; backwards start on the last chunk.
   const auto a = pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, 0, 4, 2);
@@ -143,7 +143,7 @@ TEST(InterleavedSchedule, Order) {
   EXPECT_EQ(a, want);
 }
 
-TEST(InterleavedSchedule, InFlightIsTheWarmUpPlusOne) {
+TEST(PipelineSchedule, InterleavedInFlightIsTheWarmUpPlusOne) {
   for_each_interleaved([](int p, int v, int m) {
     for (int s = 0; s < p; ++s) {
       const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, m * v);
@@ -154,7 +154,7 @@ TEST(InterleavedSchedule, InFlightIsTheWarmUpPlusOne) {
   });
 }
 
-TEST(InterleavedSchedule, BubbleFallsToTheIdealOne) {
+TEST(PipelineSchedule, InterleavedBubbleFallsToTheIdealOne) {
   for_each_interleaved([](int p, int v, int m) {
     const std::vector<double> idle = simulate_pipeline(all_stages(PipelineScheduleKind::kInterleaved, p, m, v), 1, 2);
     for (int s = 0; s < p; ++s)
@@ -164,7 +164,7 @@ TEST(InterleavedSchedule, BubbleFallsToTheIdealOne) {
   EXPECT_NEAR(ideal_bubble_fraction(2, 4, 2), 1.0 / 9, 1e-15);
 }
 
-TEST(InterleavedSchedule, RefusesWhatMegatronRefuses) {
+TEST(PipelineSchedule, InterleavedRefusesWhatMegatronRefuses) {
   EXPECT_THROW(pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, 0, 3, 2), Error);
   EXPECT_THROW(pipeline_schedule(PipelineScheduleKind::k1F1B, 2, 0, 4, 2), Error);
   try {

@@ -393,8 +393,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                 threads == 1 ? "" : "s");
     if (groups.mesh) std::printf("mesh: %s\n", groups.describe().c_str());
     if (groups.pipeline.active())
-      std::printf("pipeline: %d stages, %s schedule, %d micro-batches (ideal bubble %.1f%%); rank 0 holds %s\n",
-                  groups.pipeline.layers.stages, pipeline_schedule_name(o.pipeline_schedule), o.micro_batches,
+      std::printf("pipeline: %d stages, %s schedule%s, %d micro-batches (ideal bubble %.1f%%); rank 0 holds %s\n",
+                  groups.pipeline.layers.stages, pipeline_schedule_name(o.pipeline_schedule),
+                  o.virtual_stages > 1 ? strprintf(" of %d chunks per stage", o.virtual_stages).c_str() : "",
+                  o.micro_batches,
                   100 * ideal_bubble_fraction(groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages),
                   groups.pipeline.layers.describe().c_str());
     std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d %s = %.0f tokens/step, "
