@@ -23,14 +23,9 @@
 namespace distllm {
 namespace {
 
+using train_test::expect_error;
 using train_test::Result;
-
-ModelConfig with_layers(ModelFamily family, int n_layer, bool tied = false) {
-  ModelConfig c = train_test::tiny(family);  // llama: GQA, 3 query heads on 1 key/value head
-  c.n_layer = n_layer;
-  if (family == ModelFamily::kLlama) c.tie_embeddings = tied;
-  return c;
-}
+using train_test::with_layers;
 
 struct Run {
   int dp = 1, pp = 2, v = 2, m = 2;  // v = 1: the 1F1B schedule
@@ -50,8 +45,7 @@ struct Job {
 };
 
 std::optional<Job> make_job(const ModelConfig& cfg, const Run& run) {
-  auto w = comm::world();
-  auto group = w->split(w->rank() < run.dp * run.pp ? 0 : -1, w->rank());
+  auto group = train_test::first_ranks(run.dp * run.pp);
   if (!group) return std::nullopt;
   Job j;
   j.group = group;
@@ -87,21 +81,13 @@ std::optional<Result> train_interleaved(const ModelConfig& cfg, const Run& run, 
   return r;
 }
 
-const Result& reference(const ModelConfig& cfg, int batch) {
-  static std::map<std::pair<std::string, int>, Result> cache;
-  auto key = std::make_pair(cfg.to_hf_json().dump(), batch);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, train_test::train_single(cfg, batch)).first;
-  return it->second;
-}
-
 // against_1f1b: after the first step, compare with the 1F1B pipeline of the same
 // stages instead (for a model whose training amplifies rounding chaotically: 1F1B
 // then departs from one process in the same way, while the two schedules agree).
 void expect_parity(const ModelConfig& cfg, const Run& run, bool against_1f1b = false) {
   if (run.dp * run.pp > comm::world()->size()) return;
   const std::string what = cfg.describe() + " " + run.describe();
-  const Result& ref = reference(cfg, train_test::kBatch * run.m * run.dp);
+  const Result& ref = train_test::train_single_cached(cfg, train_test::kBatch * run.m * run.dp);
   auto got = train_interleaved(cfg, run);
   Run one = run;
   one.v = 1;
@@ -111,14 +97,9 @@ void expect_parity(const ModelConfig& cfg, const Run& run, bool against_1f1b = f
     train_test::expect_same_training(cfg, *plain, *got, what + " against 1f1b",
                                      {.loss = 1e-6, .norm = 1e-5, .params = 1e-6});
   }
-  // As pipeline_parallel_test.cpp: the first step differs only in the order sums are
-  // taken; twenty AdamW steps at lr 1e-2 amplify that rounding.
-  if (std::getenv("DISTLLM_TEST_VERBOSE") && comm::world()->rank() == 0)
-    std::fprintf(stderr, "%s: first step loss %.2e norm %.2e\n", what.c_str(),
-                 std::abs(got->losses[0] - ref.losses[0]) / ref.losses[0],
-                 std::abs(got->norms[0] - ref.norms[0]) / ref.norms[0]);
-  EXPECT_NEAR(got->losses[0], ref.losses[0], 1e-6 * ref.losses[0]) << what;
-  EXPECT_NEAR(got->norms[0], ref.norms[0], 1e-6 * ref.norms[0]) << what;
+  // As pipeline_parallel_test.cpp: twenty AdamW steps at lr 1e-2 amplify the first
+  // step's rounding.
+  train_test::expect_same_first_step(ref, *got, what);
   if (!against_1f1b)
     train_test::expect_same_training(cfg, ref, *got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
 }
@@ -173,25 +154,11 @@ TEST(InterleavedPipeline, CheckpointResumesAtOneProcess) {
   for (const ModelConfig& cfg : {with_layers(ModelFamily::kGpt2, 4), with_layers(ModelFamily::kLlama, 4)}) {
     if (comm::world()->size() < 2) return;
     // Uninterrupted, one process, the same data: kM accumulation steps.
-    Result expected;
-    {
-      Transformer model(cfg);
-      model.init_weights(11);
-      train_test::Job job;
-      TrainOptions o = train_test::options(job, train_test::kBatch);
-      o.grad_accum = kM;
-      Trainer t(model, train_test::dataset(), nullptr, o);
-      for (int i = 0; i < kSteps; ++i) {
-        StepStats st = t.step();
-        if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
-      }
-      expected.params.assign(model.params(), model.params() + model.size());
-    }
+    const Result expected = train_test::train_single_from(cfg, train_test::kBatch, kM, kSave, kSteps);
     train_test::SharedDir dir;
     if (auto job = make_job(cfg, {.pp = 2, .v = 2, .m = kM}))
       train_test::checkpointed_run(*job->engine, job->options, job->group, dir.path(), kSave, kSave, false);
-    auto w = comm::world();
-    auto one = w->split(w->rank() == 0 ? 0 : -1, w->rank());
+    auto one = train_test::first_ranks(1);
     if (!one) continue;
     DataParallel engine(cfg, train_test::config(Strategy::kNone), AdamWConfig{}, one);
     engine.init_weights(11);
@@ -199,24 +166,13 @@ TEST(InterleavedPipeline, CheckpointResumesAtOneProcess) {
     TrainOptions o = train_test::options(job, train_test::kBatch);
     o.grad_accum = kM;
     Result got = train_test::checkpointed_run(engine, o, one, dir.path(), kSteps, 0, true);
-    const std::string what = cfg.family_name() + " pp2 v2 -> one process";
-    ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - kSave)) << what << ": should resume at step 3";
-    train_test::expect_same_training(cfg, expected, got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
+    train_test::expect_resumed(cfg, expected, got, cfg.family_name() + " pp2 v2 -> one process", kSave, kSteps);
   }
 }
 
 TEST(InterleavedPipeline, RefusesWhatItCannotRun) {
-  auto w = comm::world();
-  if (w->size() < 2) return;
-  auto expect_error = [](const std::function<void()>& f, const std::string& text) {
-    try {
-      f();
-      ADD_FAILURE() << "accepted; expected an error naming '" << text << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
-  auto pair = w->split(w->rank() < 2 ? 0 : -1, w->rank());
+  if (comm::world()->size() < 2) return;
+  auto pair = train_test::first_ranks(2);
   if (!pair) return;
   expect_error([&] { make_model_parallel_groups("pp=2", pair, with_layers(ModelFamily::kGpt2, 3), false, 2); },
                "pp=2 with --virtual-stages 2 makes 4 model chunks but the model has 3 layers");
