@@ -21,16 +21,17 @@ function(distllm_module name)
   target_link_libraries(distllm_${name} PUBLIC ${M_DEPS})
 endfunction()
 
-# distllm_gtest(NAME DEPS dep...): one GoogleTest binary from every *_test.cpp in the
-# current folder, each TEST registered with CTest.
+# distllm_gtest(NAME DEPS dep... [PREFIX p]): one GoogleTest binary from every
+# *_test.cpp in the current folder, each TEST registered with CTest (named p + the
+# test's name, so `ctest -R p` selects the folder's tests).
 function(distllm_gtest name)
-  cmake_parse_arguments(T "" "" "DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "PREFIX" "DEPS;LABELS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
   add_executable(test_${name} ${srcs})
   target_link_libraries(test_${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
   target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(test_${name} PRIVATE
     DISTLLM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DISTLLM_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60
+  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${T_PREFIX}"
     PROPERTIES LABELS "${name};${T_LABELS}" TIMEOUT 120)
 endfunction()

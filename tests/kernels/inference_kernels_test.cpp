@@ -22,20 +22,43 @@ using distllm::testing::rel_error;
 
 class LinearBiDtype : public ::testing::TestWithParam<DType> {};
 
-// Against a double-precision product with the weights as the kernels see them
-// (f32, or widened from bf16 / int8 with its scale), and bit-exact per row whatever
-// the batch and thread count, for every weight dtype.
+// One tile of `isa`: rows [0, mr) of x against groups [0, 3), through the int8 tiles
+// (x quantized first) for int8 weights.
+void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLinear& w, const float* bias, int mr) {
+  if (w.dtype() == DType::kI8) {
+    Q8Rows xq;
+    quantize_q8_rows(x, K, mr, K, xq);
+    auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_q8_tile
+                : isa == Isa::kAvx2 ? avx2::linear_bi_q8_tile
+                                    : scalar::linear_bi_q8_tile;
+    tile(out, N, xq, 0, w, bias, mr, 0, 3);
+    return;
+  }
+  auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_tile : isa == Isa::kAvx2 ? avx2::linear_bi_tile
+                                                                              : scalar::linear_bi_tile;
+  tile(out, N, x, K, w, bias, mr, 0, 3, 0, 0, 1);
+}
+
+// Against a double-precision product with the operands as the kernels see them (the
+// weights widened from bf16 / int8 with its scale; for int8 also x quantized per
+// 32-wide block), and bit-exact per row whatever the batch and thread count, for
+// every weight dtype.
 TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   for (int K : {1, 7, 8, 13, 64, 100}) {
     const int N = 23, Mmax = 70;
     auto x = random_vector(Mmax * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
     PackedLinear packed(w.data(), N, K, GetParam());
+    Q8Rows xq;
+    quantize_q8_rows(x.data() + 5 * K, K, 1, K, xq);
     std::vector<float> alone(N);
     linear_bi(alone.data(), N, x.data() + 5 * K, K, packed, b.data(), 1);  // row 5 alone
     for (int n = 0; n < N; ++n) {
       double s = b[n];
-      for (int k = 0; k < K; ++k) s += static_cast<double>(x[5 * K + k]) * packed.at(n, k);
-      EXPECT_NEAR(alone[n], s, 1e-4 * (1 + std::fabs(s))) << "K=" << K;
+      for (int k = 0; k < K; ++k) {
+        const double xk = GetParam() == DType::kI8 ? xq.dequantized(0, k) : x[5 * K + k];
+        s += xk * packed.at(n, k);
+      }
+      EXPECT_NEAR(alone[n], s, 1e-5 * (1 + std::fabs(s))) << "K=" << K;
     }
     int saved = num_threads();
     for (int threads : {1, 2, 3}) {
@@ -51,34 +74,92 @@ TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   }
 }
 
+// int8: the integer dot products are exact and the float steps the same, so the AVX2
+// tiles give the scalar tiles' bits; f32 and bf16 sum in another order than the
+// scalar loop, within rounding.
 TEST_P(LinearBiDtype, Avx2MatchesScalar) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
-  for (int K : {1, 5, 8, 9, 33, 256}) {
+  for (int K : {1, 5, 8, 9, 33, 256, 300}) {
     for (int mr = 1; mr <= 3; ++mr) {
       const int N = 11;  // two full groups of 4 and a ragged one
       auto x = random_vector(mr * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
       PackedLinear packed(w.data(), N, K, GetParam());
       std::vector<float> o1(mr * N), o2(mr * N);
-      avx2::linear_bi_tile(o1.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
-      scalar::linear_bi_tile(o2.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
-      EXPECT_LT(rel_error(o1, o2), 1e-5) << "K=" << K << " mr=" << mr;
+      run_tile(Isa::kAvx2, o1.data(), N, x.data(), K, packed, b.data(), mr);
+      run_tile(Isa::kScalar, o2.data(), N, x.data(), K, packed, b.data(), mr);
+      if (GetParam() == DType::kI8)
+        EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0) << "K=" << K << " mr=" << mr;
+      else
+        EXPECT_LT(rel_error(o1, o2), 1e-5) << "K=" << K << " mr=" << mr;
     }
   }
 }
 
-// The AVX-512 tiles hold two rows per register but give the AVX2 tiles' exact bits.
+// The AVX-512 tiles hold two rows (int8: two chunks) per register but give the AVX2
+// tiles' exact bits. int8 runs on AVX-512 with VNNI only.
 TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
   if (best_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU: the AVX-512 path is not run here";
-  for (int K : {1, 5, 8, 9, 33, 100, 256}) {
+  if (GetParam() == DType::kI8 && !cpu_features().avx512_vnni)
+    GTEST_SKIP() << "no AVX512_VNNI on this CPU: the VNNI int8 path is not run here";
+  for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
     for (int mr = 1; mr <= 3; ++mr) {
       const int N = 11;
       auto x = random_vector(mr * K, 8), w = random_vector(N * K, 9), b = random_vector(N, 10);
       PackedLinear packed(w.data(), N, K, GetParam());
       std::vector<float> o1(mr * N), o2(mr * N);
-      avx512::linear_bi_tile(o1.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
-      avx2::linear_bi_tile(o2.data(), N, x.data(), K, packed, b.data(), mr, 0, 3);
+      run_tile(Isa::kAvx512, o1.data(), N, x.data(), K, packed, b.data(), mr);
+      run_tile(Isa::kAvx2, o2.data(), N, x.data(), K, packed, b.data(), mr);
       EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0) << "K=" << K << " mr=" << mr;
     }
+  }
+}
+
+// Activations for int8 weights: each 32-wide block within half a step of its scale
+// (max |x| / 127), the block sums those of the stored integers, zeros past k, and
+// an all-zero block stays zero.
+TEST(Q8Rows, QuantizesEachBlockToItsScale) {
+  const int K = 75, M = 3;
+  auto x = random_vector(M * K, 12);
+  for (int k = 32; k < 64; ++k) x[static_cast<size_t>(K + k)] = 0.0f;  // row 1, block 1
+  Q8Rows q;
+  quantize_q8_rows(x.data(), K, M, K, q);
+  ASSERT_EQ(q.blocks, 3);
+  ASSERT_EQ(q.ld, 96);
+  for (int r = 0; r < M; ++r)
+    for (int b = 0; b < q.blocks; ++b) {
+      float amax = 0;
+      for (int k = b * 32; k < std::min(K, b * 32 + 32); ++k) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * K + k)]));
+      int32_t sums[2] = {0, 0};
+      for (int k = b * 32; k < b * 32 + 32; ++k) {
+        sums[(k % 8) / 4] += q.row(r)[k];
+        if (k >= K) {
+          ASSERT_EQ(q.row(r)[k], 0);
+        } else {
+          ASSERT_LE(std::fabs(q.dequantized(r, k) - x[static_cast<size_t>(r * K + k)]), amax / 127.0f * 0.5f * 1.0001f);
+        }
+      }
+      EXPECT_EQ(q.row_scales(r)[b], amax / 127.0f);
+      EXPECT_EQ(q.row_half_sums(r)[2 * b], sums[0]);
+      EXPECT_EQ(q.row_half_sums(r)[2 * b + 1], sums[1]);
+    }
+  EXPECT_EQ(q.row_scales(1)[1], 0.0f);
+}
+
+// The AVX2 quantization gives the scalar one's bits (ties at .5 included).
+TEST(Q8Rows, Avx2QuantizesAsScalar) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  for (int K : {1, 7, 32, 75, 768}) {
+    auto x = random_vector(K, 13);
+    for (int k = 0; k < K; k += 5) x[static_cast<size_t>(k)] = (k % 3) - 1.0f + 0.5f * (k % 2);  // ties after scaling
+    const int blocks = (K + 31) / 32;
+    std::vector<int8_t> q1(blocks * 32), q2(blocks * 32);
+    std::vector<float> s1(blocks), s2(blocks);
+    std::vector<int32_t> h1(2 * blocks), h2(2 * blocks);
+    scalar::quantize_q8_row(x.data(), K, blocks, q1.data(), s1.data(), h1.data());
+    avx2::quantize_q8_row(x.data(), K, blocks, q2.data(), s2.data(), h2.data());
+    EXPECT_EQ(q1, q2) << "K=" << K;
+    EXPECT_EQ(s1, s2) << "K=" << K;
+    EXPECT_EQ(h1, h2) << "K=" << K;
   }
 }
 

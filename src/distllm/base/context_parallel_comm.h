@@ -15,7 +15,15 @@ class ContextParallelComm {
   virtual int rank() const = 0;
   // Sends n floats to the next rank and receives n from the previous one (at once,
   // so every rank of the ring may call it together). send and recv must not overlap.
-  virtual void ring_shift(const float* send, float* recv, int64_t n) = 0;
+  // start_ring_shift returns at once, so the caller can compute while the blocks
+  // travel; until finish_ring_shift returns, send must stay unchanged and recv
+  // unread. One shift at a time.
+  virtual void start_ring_shift(const float* send, float* recv, int64_t n) = 0;
+  virtual void finish_ring_shift() = 0;
+  void ring_shift(const float* send, float* recv, int64_t n) {
+    start_ring_shift(send, recv, n);
+    finish_ring_shift();
+  }
 };
 
 }  // namespace distllm

@@ -80,7 +80,7 @@ const char* inference_dtype_name(DType dtype) { return dtype == DType::kI8 ? "in
 
 DType inference_dtype_flag(Args& args) {
   return parse_inference_dtype(args.get_string(
-      "dtype", "f32", "weight storage for inference: f32, bf16, or int8 (per-32 block scales, as q8_0); weight-only"));
+      "dtype", "f32", "weight storage for inference: f32, bf16 (weight-only), or int8 (per-32 block scales; the linears' inputs quantized alike, as llama.cpp's q8_0)"));
 }
 
 }  // namespace distllm

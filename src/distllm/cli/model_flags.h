@@ -13,8 +13,8 @@ namespace distllm {
 // tokenizer vocabulary); 0 keeps the preset's.
 ModelConfig model_config_from_flags(Args& args, const std::string& default_preset, int vocab_hint);
 
-// `--dtype f32|bf16|int8`: how inference stores the linear weights (weight-only;
-// kernels/linear_bi.h). Shared by serve, generate and bench decode.
+// `--dtype f32|bf16|int8`: how inference stores the linear weights (bf16
+// weight-only, int8 as q8_0 x q8_0; kernels/linear_bi.h). Shared by serve, generate and bench decode.
 DType inference_dtype_flag(Args& args);
 // "f32", "bf16" or "int8"; throws distllm::Error naming the text otherwise.
 DType parse_inference_dtype(const std::string& text);

@@ -1,6 +1,7 @@
 // `distllm plan`: per-rank memory by category, communication per step and an
-// estimated step time for a training job, per strategy; with --memory-gb, the
-// fastest strategy that fits.
+// estimated step time for a training job, per strategy and layout (dp x tp x pp x
+// cp); with --memory-gb, the fastest that fits.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -15,10 +16,25 @@ namespace {
 
 std::string mb(int64_t bytes) { return strprintf("%.1f", static_cast<double>(bytes) / 1e6); }
 
+// --tp/--pp/--cp: 'all' (0: every size compare() finds) or a size dividing --world.
+int parse_size(const char* flag, const std::string& text, int world) {
+  if (text == "all") return 0;
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  DL_CHECK(!text.empty() && *end == '\0' && v >= 1 && v <= world && world % v == 0,
+           "--%s must be 'all' or a whole number dividing --world (%d), got '%s'", flag, world, text.c_str());
+  return static_cast<int>(v);
+}
+
 int run_plan(Args& args) {
   plan::PlanInput in;
-  in.world = static_cast<int>(args.get_int("world", 1, "ranks (world / tp of them data parallel)"));
+  in.world = static_cast<int>(args.get_int("world", 1, "ranks (world / (tp x pp x cp) of them data parallel)"));
   const std::string tp = args.get_string("tp", "1", "tensor-parallel size, or 'all': every size that splits the model");
+  const std::string pp = args.get_string("pp", "1", "pipeline stages, or 'all': every size up to one layer per stage");
+  const std::string cp =
+      args.get_string("cp", "1", "context-parallel size, or 'all': every size that cuts --seq into 2 x cp chunks");
+  in.micro_batches = static_cast<int>(args.get_int("micro-batches", 1, "with --pp: micro-batches of --batch per step"));
+  in.pp_schedule = parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --pp: gpipe | 1f1b"));
   in.sequence_parallel = args.get_flag("sequence-parallel", "with tp > 1: Megatron sequence parallelism");
   in.hosts = static_cast<int>(args.get_int("hosts", 1, "hosts the ranks span (hsdp shards inside a host)"));
   in.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per data-parallel rank"));
@@ -40,15 +56,17 @@ int run_plan(Args& args) {
   in.model = model_config_from_flags(args, "gpt2-124M", 0);
   if (args.help_or_finish()) return 0;
   DL_CHECK(in.world >= 1 && in.hosts >= 1 && in.world % in.hosts == 0, "--world must be a multiple of --hosts");
-  if (tp == "all") {
-    in.tp = 0;
-  } else {
-    char* end = nullptr;
-    const long v = std::strtol(tp.c_str(), &end, 10);
-    DL_CHECK(!tp.empty() && *end == '\0' && v >= 1 && v <= in.world && in.world % v == 0,
-             "--tp must be 'all' or a whole number dividing --world (%d), got '%s'", in.world, tp.c_str());
-    in.tp = static_cast<int>(v);
-  }
+  in.tp = parse_size("tp", tp, in.world);
+  in.pp = parse_size("pp", pp, in.world);
+  in.cp = parse_size("cp", cp, in.world);
+  const int fixed = std::max(1, in.tp) * std::max(1, in.pp) * std::max(1, in.cp);
+  DL_CHECK(in.world % fixed == 0, "--tp %s x --pp %s x --cp %s does not divide --world %d", tp.c_str(), pp.c_str(),
+           cp.c_str(), in.world);
+  DL_CHECK(in.micro_batches >= 1, "--micro-batches must be >= 1, got %d", in.micro_batches);
+  DL_CHECK(in.micro_batches == 1 || in.pp != 1,
+           "--micro-batches %d needs --pp > 1 (or 'all'); use --grad-accum without a pipeline", in.micro_batches);
+  DL_CHECK(in.grad_accum == 1 || in.pp == 1,
+           "--grad-accum %d with --pp %s: a pipeline accumulates its --micro-batches instead", in.grad_accum, pp.c_str());
 
   plan::MachineRates rates;
   if (gemm > 0 && busbw > 0) {
@@ -64,7 +82,8 @@ int run_plan(Args& args) {
     rows = plan::compare(in, rates, limit);
   } else {
     in.parallel.strategy = parse_strategy(strategy);
-    DL_CHECK(in.tp >= 1, "--tp all needs --strategy all");
+    DL_CHECK(in.tp >= 1 && in.pp >= 1 && in.cp >= 1, "--%s all needs --strategy all",
+             in.tp == 0 ? "tp" : in.pp == 0 ? "pp" : "cp");
     rows.push_back(plan::estimate(in, rates, limit));
   }
   std::printf("model:  %s\n", in.model.describe().c_str());
@@ -72,17 +91,27 @@ int run_plan(Args& args) {
               in.world,
               in.world == 1 ? "" : "s", in.hosts, in.hosts == 1 ? "" : "s", in.batch, in.seq, in.grad_accum,
               mixed_precision_name(in.parallel.mixed_precision));
+  if (in.pp != 1)
+    std::printf("pipe:   %d micro-batches per step, %s schedule\n", in.micro_batches,
+                pipeline_schedule_name(in.pp_schedule));
   std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
               rates.busbw_gbs, rates.source.c_str());
-  std::printf("%-44s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %9s%s\n", "strategy (MB per rank)", "params",
-              "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB", "step s", "exposed",
-              "tok/s", limit > 0 ? "  fits" : "");
+  // The first two columns as wide as their longest entry.
+  int sw = 22, lw = 6;
+  for (const plan::Estimate& e : rows) {
+    sw = std::max(sw, static_cast<int>(plan::describe_strategy(e).size()));
+    lw = std::max(lw, static_cast<int>(plan::describe_layout(e).size()));
+  }
+  std::printf("%-*s %-*s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %8s %8s %8s %9s%s\n", sw, "strategy (MB per rank)",
+              lw, "layout", "params", "master", "grads", "optim", "activ", "gathered", "buffers", "total", "comm MB",
+              "step s", "bubble", "exposed", "tok/s", limit > 0 ? "  fits" : "");
   for (const plan::Estimate& e : rows) {
     const plan::MemoryPlan& m = e.memory;
-    std::printf("%-44s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %9.0f%s\n", plan::describe_choice(e).c_str(),
-                mb(m.params).c_str(), mb(m.master).c_str(), mb(m.grads).c_str(), mb(m.optimizer).c_str(),
-                mb(m.activations).c_str(), mb(m.gathered).c_str(), mb(m.comm_buffers).c_str(), mb(m.total()).c_str(),
-                e.comm_bytes / 1e6, e.step_s, e.exposed_comm_s, e.tokens_per_s,
+    std::printf("%-*s %-*s %8s %8s %8s %8s %8s %8s %8s %8s | %9.1f %8.3f %8.3f %8.3f %9.0f%s\n", sw,
+                plan::describe_strategy(e).c_str(), lw, plan::describe_layout(e).c_str(), mb(m.params).c_str(),
+                mb(m.master).c_str(), mb(m.grads).c_str(), mb(m.optimizer).c_str(), mb(m.activations).c_str(),
+                mb(m.gathered).c_str(), mb(m.comm_buffers).c_str(), mb(m.total()).c_str(), e.comm_bytes / 1e6, e.step_s,
+                e.bubble_s, e.exposed_comm_s, e.tokens_per_s,
                 limit > 0 ? (e.fits ? "  yes" : "  no") : "");
   }
   if (limit > 0) {
@@ -93,7 +122,7 @@ int run_plan(Args& args) {
   return 0;
 }
 
-DISTLLM_REGISTER_COMMAND("plan", "memory, communication and step-time estimate per data- and tensor-parallel layout",
+DISTLLM_REGISTER_COMMAND("plan", "memory, communication and step-time estimate per strategy and dp x tp x pp x cp layout",
                          run_plan);
 
 }  // namespace

@@ -339,7 +339,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     o.checkpointing = best.input.checkpointing;
     if (rank == 0)
       std::printf("strategy auto: %s (%.1f MB per rank of %.1f MB allowed, about %.0f tok/s estimated)\n",
-                  plan::describe_choice(best).c_str(), best.memory.total() / 1e6, limit / 1e6, best.tokens_per_s);
+                  plan::describe_strategy(best).c_str(), best.memory.total() / 1e6, limit / 1e6, best.tokens_per_s);
   } else {
     pc.strategy = parse_strategy(strategy);
   }

@@ -5,19 +5,24 @@
 #include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
+#include "distllm/kernels/linear_bi.h"
 
 namespace distllm {
 namespace {
 
 int run_version(Args& args) {
   if (args.help_or_finish()) return 0;
-  // The kernels have scalar and AVX2 paths; an AVX-512 machine runs the AVX2 ones.
-  const Isa kernels = active_isa() >= Isa::kAvx2 ? Isa::kAvx2 : Isa::kScalar;
+  // Most kernels have scalar and AVX2 paths (an AVX-512 machine runs the AVX2 ones);
+  // the decode linears and distllm's own GEMM also have AVX-512 ones.
+  const Isa active = active_isa();
+  const Isa kernels = active >= Isa::kAvx2 ? Isa::kAvx2 : Isa::kScalar;
   std::printf("distllm 0.1.0\n");
   std::printf("cpu: %s\n", cpu_feature_list().c_str());
   std::printf("isa: best %s, active %s (DISTLLM_ISA=scalar|avx2|avx512 caps it)\n", isa_name(best_isa()),
-              isa_name(active_isa()));
-  std::printf("kernels: %s (training GEMM: OpenBLAS sgemm)\n", isa_name(kernels));
+              isa_name(active));
+  std::printf("kernels: %s (training GEMM: OpenBLAS sgemm; bench gemm: own sgemm %s)\n", isa_name(kernels),
+              isa_name(active));
+  std::printf("decode linears: f32/bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_q8_path());
   std::printf("threads: %d\n", available_cpus());
   return 0;
 }

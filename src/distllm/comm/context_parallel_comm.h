@@ -12,10 +12,13 @@ class GroupContextParallelComm : public ContextParallelComm {
   explicit GroupContextParallelComm(ProcessGroupPtr group);
   int size() const override { return group_->size(); }
   int rank() const override { return group_->rank(); }
-  void ring_shift(const float* send, float* recv, int64_t n) override;
+  // Both directions in one asynchronous batch_p2p, run by the group's thread.
+  void start_ring_shift(const float* send, float* recv, int64_t n) override;
+  void finish_ring_shift() override;
 
  private:
   ProcessGroupPtr group_;
+  WorkPtr pending_;
 };
 
 }  // namespace distllm::comm

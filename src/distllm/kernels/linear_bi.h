@@ -12,18 +12,25 @@
 // interleaved ([N/4][K/8][4][8], zero-padded), so a tile reads one sequential stream
 // instead of four: decode is bound by how fast weights stream from memory.
 //
-// Weight-only low precision (`--dtype`): the packed weights may be stored as bf16
-// (2 bytes, rounded to nearest even) or int8 (1 byte, symmetric, with one f32 scale
-// per row and 32-wide k-block, as llama.cpp's q8_0). Activations and accumulation
-// stay f32: each weight chunk is widened in registers and then used exactly as an
-// f32 chunk (int8: a block's unscaled partial sums get one FMA by its scale), so
-// every dtype keeps a fixed reduction order and with it batch invariance. Fewer
-// bytes per weight is what makes decode faster.
+// Low precision (`--dtype`): the packed weights may be stored as bf16 (2 bytes,
+// rounded to nearest even) or int8 (1 byte, symmetric, with one f32 scale per row
+// and 32-wide k-block, as llama.cpp's q8_0).
+//   bf16: weight-only. Activations and accumulation stay f32; each weight chunk is
+//         widened in registers and used exactly as an f32 chunk.
+//   int8: q8_0 x q8_0, as llama.cpp runs q8_0 models. The activations are quantized
+//         per row and 32-wide block too (q8_rows.h), each block's dot product is
+//         taken in integers (AVX-512 VNNI `vpdpbusd`, or AVX2 `maddubs`), exact,
+//         and scaled once by both blocks' scales into an f32 sum. No weight is
+//         widened to f32, which is what kept weight-only int8 far from its bandwidth
+//         roofline.
+// Every dtype keeps a fixed reduction order per row, and with it batch invariance;
+// every ISA gives the same bits. Fewer bytes per weight is what makes decode faster.
 #pragma once
 
 #include <cstdint>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/kernels/q8_rows.h"
 #include "distllm/tensor/dtype.h"
 
 namespace distllm::kernels {
@@ -75,7 +82,7 @@ class PackedLinear {
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                int64_t M);
 
-// Tile kernels: rows [0, mr) of x (mr <= 3) against the row groups [g0, g1),
+// Tile kernels (f32 and bf16 weights): rows [0, mr) of x (mr <= 3) against the row groups [g0, g1),
 // writing out[r * ldo + n] for every real row n of those groups. prefetch_groups > 0
 // asks the kernel to pull the packed weights that many groups ahead towards L2 while
 // it computes: chunk c of each group is fetched when c % prefetch_period ==
@@ -85,14 +92,25 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
                       const float* bias, int mr, int g0, int g1, int prefetch_groups = 0,       \
                       int prefetch_phase = 0, int prefetch_period = 1);
 
+// int8 weights: rows [row0, row0 + mr) of the quantized x (mr <= 3) against the row
+// groups [g0, g1). The avx512 one needs AVX512_VNNI.
+#define DISTLLM_LINEAR_BI_Q8_KERNELS                                                               \
+  void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, \
+                         const float* bias, int mr, int g0, int g1);
+
 namespace scalar {
 DISTLLM_LINEAR_BI_KERNELS
+DISTLLM_LINEAR_BI_Q8_KERNELS
 }
 namespace avx2 {
 DISTLLM_LINEAR_BI_KERNELS
+DISTLLM_LINEAR_BI_Q8_KERNELS
 }
-namespace avx512 {  // bit-identical to avx2 (linear_bi_avx512.cpp)
+namespace avx512 {  // bit-identical to avx2 (linear_bi_avx512.cpp, linear_bi_q8_avx512.cpp)
 DISTLLM_LINEAR_BI_KERNELS
+DISTLLM_LINEAR_BI_Q8_KERNELS
 }
+// Which int8 tile linear_bi runs here: "avx512_vnni", "avx2" or "scalar".
+const char* linear_bi_q8_path();
 
 }  // namespace distllm::kernels

@@ -1,3 +1,4 @@
+#include "distllm/base/error.h"
 #include "distllm/kernels/linear_bi.h"
 #include "distllm/kernels/simd_avx2.h"
 
@@ -5,39 +6,17 @@ namespace distllm::kernels::avx2 {
 
 namespace {
 
-// MR rows of x against one packed group of 4 weight rows: 4*MR accumulators, each
-// seeing the k-chunks in ascending order and nothing else, so the tiling cannot
-// change any result. The tail chunk's x lanes are masked and the packed weight is
-// zero there, exactly as a masked dot product would be. No software prefetch: the
-// packed layout is one sequential stream per thread, which the hardware prefetcher
-// follows better than any distance we tried (0-32 KB; see docs/benchmarks.md).
-// Batches sweep each block of groups once per 3-row tile, which the hardware
-// prefetcher does not run ahead of: there the caller asks for the next block
-// (`ahead` floats further on; 0 = none) during sweeps that compute from cache, one
-// chunk in every `period` starting at `phase`.
 // Widens chunk j (8 lanes) of a packed k-chunk to f32. `p` is the chunk's first
-// element; int8 also takes the chunk's 4 row scales.
-// kBlockScaled: the weights come unscaled and each 32-wide k-block's partial sums
-// are scaled once (int8), instead of scaling every weight.
+// element.
 struct F32Weights {
   using Elem = float;
-  static constexpr bool kBlockScaled = false;
-  static __m256 load(const float* p, int j, const float*) { return _mm256_load_ps(p + j * 8); }
+  static __m256 load(const float* p, int j) { return _mm256_load_ps(p + j * 8); }
 };
 struct BF16Weights {
   using Elem = uint16_t;
-  static constexpr bool kBlockScaled = false;
-  static __m256 load(const uint16_t* p, int j, const float*) {
+  static __m256 load(const uint16_t* p, int j) {
     const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p + j * 8));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-};
-struct I8Weights {
-  using Elem = int8_t;
-  static constexpr bool kBlockScaled = true;
-  static __m256 load(const int8_t* p, int j, const float*) {
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + j * 8));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
   }
 };
 
@@ -54,17 +33,16 @@ struct I8Weights {
 // and used for all MR rows.
 template <int MR, class W>
 inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const typename W::Elem* p,
-                       const float* scales, int k_chunks, int K, const float* bias, int n0, int n_valid,
+                       int k_chunks, int K, const float* bias, int n0, int n_valid,
                        int64_t ahead, const char* end, int phase, int period) {
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
   const int full = K / 8;
   int countdown = phase;
-  auto chunk = [&](int c, const __m256* xv) __attribute__((always_inline)) {
-    const float* s = scales ? scales + (c / 4) * 4 : nullptr;
+  auto chunk = [&](const __m256* xv) __attribute__((always_inline)) {
     for (int j = 0; j < 4; ++j) {
-      const __m256 wv = W::load(p, j, s);
+      const __m256 wv = W::load(p, j);
       for (int r = 0; r < MR; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
     }
   };
@@ -88,34 +66,11 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
       for (int r = 0; r < MR; ++r) xv[r] = _mm256_maskload_ps(x + r * ldx + c * 8, m);
     }
   };
-  if constexpr (W::kBlockScaled) {
-    // Per 32-wide k-block: unscaled partial sums, then one FMA by the row's scale.
-    for (int c0 = 0; c0 < k_chunks; c0 += 4) {
-      __m256 block[MR][4];
-      for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < 4; ++j) block[r][j] = _mm256_setzero_ps();
-      const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
-      for (int c = c0; c < c1; ++c, p += 32) {
-        prefetch();
-        __m256 xv[MR];
-        load_x(c, xv);
-        for (int j = 0; j < 4; ++j) {
-          const __m256 wv = W::load(p, j, nullptr);
-          for (int r = 0; r < MR; ++r) block[r][j] = _mm256_fmadd_ps(xv[r], wv, block[r][j]);
-        }
-      }
-      for (int j = 0; j < 4; ++j) {
-        const __m256 s = _mm256_broadcast_ss(scales + c0 + j);  // block c0 / 4, row j
-        for (int r = 0; r < MR; ++r) acc[r][j] = _mm256_fmadd_ps(block[r][j], s, acc[r][j]);
-      }
-    }
-  } else {
-    for (int c = 0; c < k_chunks; ++c, p += 32) {
-      prefetch();
-      __m256 xv[MR];
-      load_x(c, xv);
-      chunk(c, xv);
-    }
+  for (int c = 0; c < k_chunks; ++c, p += 32) {
+    prefetch();
+    __m256 xv[MR];
+    load_x(c, xv);
+    chunk(xv);
   }
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < n_valid; ++j) out[r * ldo + n0 + j] = simd::hsum(acc[r][j]) + (bias ? bias[n0 + j] : 0.0f);

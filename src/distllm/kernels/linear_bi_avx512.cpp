@@ -4,7 +4,7 @@
 // therefore sees exactly the FMAs, in exactly the order, of the AVX2 kernel's
 // accumulator for that row, and the final horizontal sum is the AVX2 one: results
 // are bit-identical to the AVX2 path, with half the instructions per weight (what
-// limits bf16 and int8 decode, where widening the weights costs more than the FMA).
+// limits bf16 decode, where widening the weights costs more than the FMA).
 // g++ 12's AVX-512 headers build some intrinsics from _mm512_undefined_ps() and
 // then warn about it when inlined: a header bug, not ours (as in gemm_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -13,6 +13,7 @@
 #endif
 #include <immintrin.h>
 
+#include "distllm/base/error.h"
 #include "distllm/kernels/linear_bi.h"
 #include "distllm/kernels/simd_avx2.h"
 
@@ -27,41 +28,29 @@ inline __m512 halves(__m256 lo, __m256 hi) {
 inline __m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
 // Widens chunk c of rows (2h, 2h + 1) to f32: 16 elements at p + 16 h.
-// kBlockScaled: as in the AVX2 tiles (int8: one scale FMA per 32-wide k-block).
 struct F32Weights {
   using Elem = float;
-  static constexpr bool kBlockScaled = false;
-  static __m512 load(const float* p, int h, const float*) { return _mm512_load_ps(p + h * 16); }
+  static __m512 load(const float* p, int h) { return _mm512_load_ps(p + h * 16); }
 };
 struct BF16Weights {
   using Elem = uint16_t;
-  static constexpr bool kBlockScaled = false;
-  static __m512 load(const uint16_t* p, int h, const float*) {
+  static __m512 load(const uint16_t* p, int h) {
     const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + h * 16));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
-  }
-};
-struct I8Weights {
-  using Elem = int8_t;
-  static constexpr bool kBlockScaled = true;
-  static __m512 load(const int8_t* p, int h, const float*) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + h * 16));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
   }
 };
 
 template <int MR, class W>
 inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const typename W::Elem* p,
-                       const float* scales, int k_chunks, int K, const float* bias, int n0, int n_valid,
+                       int k_chunks, int K, const float* bias, int n0, int n_valid,
                        int64_t ahead, const char* end, int phase, int period) {
   __m512 acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const int full = K / 8;
   int countdown = phase;
-  auto chunk = [&](int c, const __m512* xv) __attribute__((always_inline)) {
-    const float* s = scales ? scales + (c / 4) * 4 : nullptr;
+  auto chunk = [&](const __m512* xv) __attribute__((always_inline)) {
     for (int h = 0; h < 2; ++h) {
-      const __m512 wv = W::load(p, h, s);
+      const __m512 wv = W::load(p, h);
       for (int r = 0; r < MR; ++r) acc[r][h] = _mm512_fmadd_ps(xv[r], wv, acc[r][h]);
     }
   };
@@ -85,34 +74,11 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
       for (int r = 0; r < MR; ++r) xv[r] = both_halves(_mm256_maskload_ps(x + r * ldx + c * 8, m));
     }
   };
-  if constexpr (W::kBlockScaled) {
-    // Per 32-wide k-block: unscaled partial sums, then one FMA by the rows' scales
-    // (rows 2h and 2h + 1 in the halves), lane for lane the AVX2 tiles' operations.
-    for (int c0 = 0; c0 < k_chunks; c0 += 4) {
-      __m512 block[MR][2];
-      for (int r = 0; r < MR; ++r) block[r][0] = block[r][1] = _mm512_setzero_ps();
-      const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
-      for (int c = c0; c < c1; ++c, p += 32) {
-        prefetch();
-        __m512 xv[MR];
-        load_x(c, xv);
-        for (int h = 0; h < 2; ++h) {
-          const __m512 wv = W::load(p, h, nullptr);
-          for (int r = 0; r < MR; ++r) block[r][h] = _mm512_fmadd_ps(xv[r], wv, block[r][h]);
-        }
-      }
-      for (int h = 0; h < 2; ++h) {
-        const __m512 s = halves(_mm256_set1_ps(scales[c0 + 2 * h]), _mm256_set1_ps(scales[c0 + 2 * h + 1]));
-        for (int r = 0; r < MR; ++r) acc[r][h] = _mm512_fmadd_ps(block[r][h], s, acc[r][h]);
-      }
-    }
-  } else {
-    for (int c = 0; c < k_chunks; ++c, p += 32) {
-      prefetch();
-      __m512 xv[MR];
-      load_x(c, xv);
-      chunk(c, xv);
-    }
+  for (int c = 0; c < k_chunks; ++c, p += 32) {
+    prefetch();
+    __m512 xv[MR];
+    load_x(c, xv);
+    chunk(xv);
   }
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < n_valid; ++j) {

@@ -2,7 +2,8 @@
 // row groups of a packed weight, and choosing the tile height and the weight dtype.
 // Each ISA's file includes this inside its own namespace (compiled with its own
 // target flags), after defining `group_tile<MR, W>` and the weight loaders
-// F32Weights, BF16Weights and I8Weights; it then gets that ISA's linear_bi_tile.
+// F32Weights and BF16Weights; it then gets that ISA's linear_bi_tile (int8 weights
+// have their own tiles: linear_bi_q8_tile_loop.h).
 // Not a normal header: no include guard, no includes of its own.
 
 namespace {
@@ -13,12 +14,10 @@ void tile_rows(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
   const char* end = static_cast<const char*>(w.group_data(0)) + groups * w.group_bytes();
   const int64_t ahead = prefetch_groups * w.group_bytes();
-  const bool scaled = w.dtype() == DType::kI8;
   for (int g = g0; g < g1; ++g) {
     const int n0 = g * PackedLinear::kRows;
     const int n_valid = w.N() - n0 < PackedLinear::kRows ? w.N() - n0 : PackedLinear::kRows;
-    group_tile<MR, W>(out, ldo, x, ldx, static_cast<const typename W::Elem*>(w.group_data(g)),
-                      scaled ? w.group_scales(g) : nullptr, w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end, phase,
+    group_tile<MR, W>(out, ldo, x, ldx, static_cast<const typename W::Elem*>(w.group_data(g)), w.k_chunks(), w.K(), bias, n0, n_valid, ahead, end, phase,
                       period);
   }
 }
@@ -37,12 +36,10 @@ void tile_dispatch(float* out, int64_t ldo, const float* x, int64_t ldx, const P
 
 void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                     int mr, int g0, int g1, int prefetch_groups, int phase, int period) {
+  DL_CHECK(w.dtype() != DType::kI8, "internal error: int8 weights run in linear_bi_q8_tile");
   switch (w.dtype()) {
     case DType::kBF16:
       tile_dispatch<BF16Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);
-      break;
-    case DType::kI8:
-      tile_dispatch<I8Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);
       break;
     default:
       tile_dispatch<F32Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);

@@ -56,7 +56,8 @@ class InferenceModel {
   // [out, in] in groups of 4 interleaved rows (GPT-2's Conv1D [in, out] weights are
   // transposed first). Norms, biases and embeddings are read in place.
   // `weight_dtype` (f32, bf16 or i8) is how the packed linears and the LM head are
-  // stored (weight-only: activations, norms and accumulation stay f32; see
+  // stored (bf16 weight-only; int8 as q8_0 x q8_0, the linears' inputs quantized per
+  // 32-wide block too; norms, attention and accumulation stay f32; see
   // kernels/linear_bi.h). Throws distllm::Error for another dtype.
   // With an active `tp`, `model` is the whole model (plan.full()); only this rank's
   // slices are kept, and every forward is collective over tp.comm.

@@ -27,8 +27,10 @@ RingAttention::RingAttention(const ModelConfig& config, int batch, int seq_len, 
   kv_width_ = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
   const int64_t rows = static_cast<int64_t>(B_) * T_;
   const int64_t per_head = static_cast<int64_t>(B_) * cfg_.n_head;
-  cur_.resize(static_cast<size_t>(rows * 4 * kv_width_));
-  next_.resize(cur_.size());
+  for (int i = 0; i < 2; ++i) {
+    kv_[i].resize(static_cast<size_t>(rows * 2 * kv_width_));
+    grad_[i].resize(kv_[i].size());
+  }
   block_out_.resize(static_cast<size_t>(int64_t(B_) * C_ * cfg_.attn_dim()));
   block_lse_.resize(static_cast<size_t>(per_head * C_));
   chunk_lse_.resize(static_cast<size_t>(2 * per_head * C_));
@@ -36,25 +38,33 @@ RingAttention::RingAttention(const ModelConfig& config, int batch, int seq_len, 
 }
 
 size_t RingAttention::buffer_bytes() const {
-  return (cur_.size() + next_.size() + block_out_.size() + block_lse_.size() + chunk_lse_.size() +
+  return (2 * kv_[0].size() + 2 * grad_[0].size() + block_out_.size() + block_lse_.size() + chunk_lse_.size() +
           chunk_delta_.size()) *
          sizeof(float);
 }
 
-void RingAttention::pack_kv(const float* qkv, int64_t width) {
+void RingAttention::pack_kv(const float* qkv) {
   // k and v sit next to each other in a qkv row: [q | k | v].
   const int64_t rows = static_cast<int64_t>(B_) * T_, qkv_dim = cfg_.qkv_dim(), at = cfg_.attn_dim();
   parallel_for(0, rows, [&](int64_t r) {
-    float* dst = cur_.data() + r * width;
-    std::memcpy(dst, qkv + r * qkv_dim + at, sizeof(float) * 2 * kv_width_);
-    if (width > 2 * kv_width_) std::memset(dst + 2 * kv_width_, 0, sizeof(float) * (width - 2 * kv_width_));
+    std::memcpy(kv_[0].data() + r * 2 * kv_width_, qkv + r * qkv_dim + at, sizeof(float) * 2 * kv_width_);
   });
 }
 
-void RingAttention::shift(int64_t width) {
-  DL_PROFILE("cp.ring_shift");
-  comm_.ring_shift(cur_.data(), next_.data(), static_cast<int64_t>(B_) * T_ * width);
-  std::swap(cur_, next_);
+void RingAttention::start_kv_shift() {
+  comm_.start_ring_shift(kv_[0].data(), kv_[1].data(), static_cast<int64_t>(kv_[0].size()));
+}
+
+void RingAttention::finish_kv_shift() {
+  DL_PROFILE("cp.ring_wait");
+  comm_.finish_ring_shift();
+  std::swap(kv_[0], kv_[1]);
+}
+
+void RingAttention::shift_grads() {
+  DL_PROFILE("cp.ring_shift_grads");
+  comm_.ring_shift(grad_[0].data(), grad_[1].data(), static_cast<int64_t>(grad_[0].size()));
+  std::swap(grad_[0], grad_[1]);
 }
 
 template <typename Fn>
@@ -123,12 +133,12 @@ void RingAttention::combine(int qi, bool first, float* out, float* lse) {
 void RingAttention::forward(const float* qkv, float* out, float* lse) {
   const int n = comm_.size();
   const int64_t width = 2 * kv_width_;
-  pack_kv(qkv, width);
+  pack_kv(qkv);
   bool seen[2] = {false, false};
   for (int s = 0; s < n; ++s) {
-    if (s > 0) shift(width);
+    if (s + 1 < n) start_kv_shift();  // travels while this block is attended to
     for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
-      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, cur_.data(), ki, width, offset);
+      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
       a.out = block_out_.data();
       a.out_row_stride = cfg_.attn_dim();
       a.out_batch_stride = static_cast<int64_t>(cfg_.attn_dim()) * C_;
@@ -140,12 +150,13 @@ void RingAttention::forward(const float* qkv, float* out, float* lse) {
       combine(qi, !seen[qi], out, lse);
       seen[qi] = true;
     });
+    if (s + 1 < n) finish_kv_shift();
   }
 }
 
 void RingAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv) {
   const int n = comm_.size(), H = cfg_.n_head, D = cfg_.head_dim, A = cfg_.attn_dim();
-  const int64_t width = 4 * kv_width_, rows = static_cast<int64_t>(B_) * T_, qkv_dim = cfg_.qkv_dim();
+  const int64_t width = 2 * kv_width_, rows = static_cast<int64_t>(B_) * T_, qkv_dim = cfg_.qkv_dim();
   const int64_t per_chunk = static_cast<int64_t>(B_) * H * C_;
   // Per query chunk, the whole attention's lse and delta = rowsum(dO * O), laid out
   // [B, H, C] as the kernel reads them.
@@ -157,11 +168,13 @@ void RingAttention::backward(const float* qkv, const float* out, const float* ls
     chunk_delta_[static_cast<size_t>(i)] = kernels::dot(dout + row * A + h * D, out + row * A + h * D, D);
   });
   parallel_for(0, rows, [&](int64_t r) { std::memset(dqkv + r * qkv_dim, 0, sizeof(float) * A); });
-  pack_kv(qkv, width);  // [k | v | dk | dv], the gradients starting at zero
+  pack_kv(qkv);
+  std::memset(grad_[0].data(), 0, grad_[0].size() * sizeof(float));  // the gradients start at zero
   for (int s = 0; s < n; ++s) {
-    if (s > 0) shift(width);
+    if (s > 0) shift_grads();  // the held block's gradients, with every earlier rank's part
+    if (s + 1 < n) start_kv_shift();
     for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
-      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, cur_.data(), ki, width, offset);
+      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
       // dout (and the unused out) keep the rows of both chunks.
       a.out = const_cast<float*>(out) + qi * C_ * static_cast<int64_t>(A);
       a.out_row_stride = A;
@@ -169,7 +182,7 @@ void RingAttention::backward(const float* qkv, const float* out, const float* ls
       a.lse = chunk_lse_.data() + qi * per_chunk;
       kernels::AttentionGrads g;
       g.dq = dqkv + qi * C_ * qkv_dim;
-      g.dk = cur_.data() + ki * C_ * width + 2 * kv_width_;
+      g.dk = grad_[0].data() + ki * C_ * width;  // the same row layout as the keys and values
       g.dv = g.dk + kv_width_;
       g.dout = dout + qi * C_ * static_cast<int64_t>(A);
       g.delta = chunk_delta_.data() + qi * per_chunk;
@@ -177,12 +190,13 @@ void RingAttention::backward(const float* qkv, const float* out, const float* ls
       DL_PROFILE("bwd.attention");
       kernels::attention_backward(a, g);
     });
+    if (s + 1 < n) finish_kv_shift();
   }
   // After n - 1 shifts this rank holds the next rank's block; one more brings its
-  // own block home with every rank's contribution to its gradient.
-  if (n > 1) shift(width);
+  // own block's gradients home with every rank's contribution.
+  if (n > 1) shift_grads();
   parallel_for(0, rows, [&](int64_t r) {
-    std::memcpy(dqkv + r * qkv_dim + A, cur_.data() + r * width + 2 * kv_width_, sizeof(float) * 2 * kv_width_);
+    std::memcpy(dqkv + r * qkv_dim + A, grad_[0].data() + r * width, sizeof(float) * 2 * kv_width_);
   });
 }
 

@@ -8,7 +8,12 @@
 //
 // Backward sends the key/value blocks around again together with their gradient
 // accumulators: each rank adds its queries' contribution to the block it holds,
-// and after a full turn every block's gradient is back with its owner. The
+// and after a full turn every block's gradient is back with its owner.
+//
+// The key/value blocks travel while the rank computes on the block it holds (the
+// next shift starts before the attention of this one): forward hides its shifts
+// behind the computation, backward the key/value half of its traffic. The gradient
+// accumulators can only leave once this rank's contribution is in them. The
 // probabilities of a block are recomputed from the whole attention's lse and the
 // row sums from the whole output (delta = rowsum(dO * O)), as FlashAttention-2's
 // backward does, so each block's gradient is its exact part of the whole.
@@ -62,14 +67,20 @@ class RingAttention {
   int C_, T_;  // chunk length, local tokens (2 chunks) per sequence
   ContextParallelComm& comm_;
   int64_t kv_width_;  // n_kv_head * head_dim
-  AlignedBuffer<float> cur_, next_;          // travelling blocks: [B*T, 2 or 4 x kv_width]
+  // Travelling blocks, [B*T, 2 x kv_width] each: keys|values (kv_), and in backward
+  // their gradients dk|dv (grad_); [0] is held, [1] receives the next one.
+  AlignedBuffer<float> kv_[2], grad_[2];
   AlignedBuffer<float> block_out_, block_lse_;  // one chunk pair's result: [B, C, attn], [B, H, C]
   AlignedBuffer<float> chunk_lse_, chunk_delta_;  // per query chunk: [2][B, H, C]
 
   // The block this rank holds after `shift` shifts (its owner's rank).
   int block_at(int shift) const { return (comm_.rank() - shift + comm_.size()) % comm_.size(); }
-  void pack_kv(const float* qkv, int64_t width);
-  void shift(int64_t width);
+  void pack_kv(const float* qkv);
+  // Starts moving the held key/value block on (start_kv_shift), and takes the one
+  // received as the held one (finish_kv_shift); shift_grads moves the gradients.
+  void start_kv_shift();
+  void finish_kv_shift();
+  void shift_grads();
   // Calls fn(query chunk, key chunk, query offset) for every pair of this rank's
   // chunks and the held block's that the causal mask lets see each other.
   template <typename Fn>

@@ -77,8 +77,10 @@ struct Run {
 
 // Three sequences batched together: the prompts prefill in two chunks (the first
 // sequence's second chunk shares a step with the others' first), then `steps` greedy
-// decode steps of all three in one batch.
-Run generate(InferenceModel& model, int steps, DType kv_dtype) {
+// decode steps of all three in one batch. With `forced`, each step appends the
+// token `forced` chose instead of its own (so the logits compared are always of the
+// same inputs).
+Run generate(InferenceModel& model, int steps, DType kv_dtype, const Run* forced = nullptr) {
   const int V = model.config().vocab_size;
   PagedKvCache cache(model.shard_config(), 3 * kBlocksPerSeq, kBlock, kv_dtype);
   Run run;
@@ -102,7 +104,9 @@ Run generate(InferenceModel& model, int steps, DType kv_dtype) {
   auto append_greedy = [&](const std::vector<int>& rows) {  // the sampled row of each sequence
     for (int s = 0; s < 3; ++s) {
       const float* row = logits.data() + static_cast<int64_t>(rows[s]) * V;
-      run.tokens[s].push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));
+      const size_t at = run.tokens[s].size();
+      run.tokens[s].push_back(forced ? forced->tokens[s][at]
+                                     : static_cast<int32_t>(std::max_element(row, row + V) - row));
     }
   };
   append_greedy({1, 2, 5});
@@ -131,7 +135,8 @@ double min_top2_gap(const std::vector<float>& logits, int V) {
 }
 
 // `tolerance` bounds max |logit difference| / max |logit| (measured values in the
-// calls); `same_tokens`: the greedy generations must be equal too.
+// calls); `same_tokens`: the greedy generations must be equal too. Otherwise the
+// shard's run is fed the whole model's tokens, so their logits stay comparable.
 void expect_parity(const ModelConfig& cfg, int tp, DType weights, DType kv_dtype, double tolerance,
                    bool same_tokens = true) {
   auto world = comm::world();
@@ -149,7 +154,7 @@ void expect_parity(const ModelConfig& cfg, int tp, DType weights, DType kv_dtype
 
   const int steps = 12;
   Run ref = generate(whole, steps, kv_dtype);
-  Run got = generate(shard, steps, kv_dtype);
+  Run got = generate(shard, steps, kv_dtype, same_tokens ? nullptr : &ref);
   ASSERT_EQ(got.logits.size(), ref.logits.size());
   double max_abs = 0, max_diff = 0;
   for (size_t i = 0; i < ref.logits.size(); ++i) {
@@ -184,15 +189,17 @@ TEST(TensorParallelInference, LlamaKeyValueHeadsReplicated) {
   for (int tp : {2, 4}) expect_parity(llama_cfg(2), tp, DType::kF32, DType::kF32, 1e-5);
 }
 
-// int8 scales cover 32 input columns: where a shard's columns (here 18 or 25 wide)
-// do not start on a multiple of 32, its row-parallel weights quantize in other
-// groups than the whole model's. Logits then differ by quantization noise
-// (measured at most 1.2% of max |logit|), too close to the top-2 gaps to ask for
-// equal tokens. (gpt2-124M's shards, 384 and 1536 columns, quantize alike.)
+// int8 scales cover 32 input columns, of the weights and of the activations (q8_0 x
+// q8_0): where a shard's columns (here 12 to 25 wide) do not start on a multiple of
+// 32, its row-parallel linears quantize weights and inputs in other blocks than the
+// whole model's. Logits then differ by quantization noise (measured at most 1.9% of
+// max |logit| for gpt2 and 3.3% for llama, whose 44-wide layers are two blocks of
+// 32 and 12), too close to the top-2 gaps to ask for equal tokens: the shards are
+// fed the whole model's. (gpt2-124M's shards, 384 and 1536 columns, quantize alike.)
 TEST(TensorParallelInference, Int8WeightsWithinQuantizationNoise) {
   for (int tp : {2, 4}) {
     expect_parity(gpt2_cfg(), tp, DType::kI8, DType::kF32, 0.03, false);
-    expect_parity(llama_cfg(2), tp, DType::kI8, DType::kF32, 0.03, false);
+    expect_parity(llama_cfg(2), tp, DType::kI8, DType::kF32, 0.05, false);
   }
 }
 
