@@ -47,7 +47,7 @@ void expect_plan_matches_training(const Case& c) {
   o.micro_batches = c.micro_batches;
   o.pipeline_schedule = c.schedule;
   ModelParallelGroups g = make_model_parallel_groups(c.mesh, group, cfg, c.sp);
-  const int stage = g.pipeline.active() ? g.pipeline.range.stage : 0;
+  const int stage = g.pipeline.active() ? g.pipeline.layers.stage : 0;
   const int64_t base = MemoryStats::current();
   int64_t measured = 0;
   {
