@@ -27,22 +27,41 @@ PipelineParallel::PipelineParallel(DataParallel& engine, TrainGraph& graph, Pipe
   slots_.resize(stage_.chunks.size());
   for (Slots& s : slots_) s.of.assign(static_cast<size_t>(m_), -1);
   slots_[0].graphs.push_back(&graph_);
-  slots_[0].free.push_back(0);
-  // Make every graph the step's schedule holds at once, so memory is known at start.
-  run(pipeline_schedule(kind_, stage_.stages, stage_.stage, m_, stage_.virtual_stages()), {}, true);
+  // Every graph the step's schedule holds at once, made now, so memory is known at
+  // start (and a step never allocates).
+  const auto actions = pipeline_schedule(kind_, stage_.stages, stage_.stage, m_, stage_.virtual_stages());
+  const std::vector<int> counts = graph_counts(kind_, stage_, m_);
+  for (size_t c = 0; c < slots_.size(); ++c) {
+    Slots& s = slots_[c];
+    while (static_cast<int>(s.graphs.size()) < counts[c]) {
+      owned_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(),
+                                                    checkpointing_, engine_.tensor_parallel(),
+                                                    engine_.context_parallel(), stage_.chunks[c]));
+      s.graphs.push_back(owned_.back().get());
+    }
+    for (int k = static_cast<int>(s.graphs.size()) - 1; k >= 0; --k) s.free.push_back(k);
+  }
 }
 
 PipelineParallel::~PipelineParallel() = default;
 
+std::vector<int> PipelineParallel::graph_counts(PipelineScheduleKind kind, const StageChunks& stage,
+                                                int micro_batches) {
+  const int p = stage.stages, s = stage.stage, v = stage.virtual_stages();
+  const auto actions = pipeline_schedule(kind, p, s, micro_batches, v);
+  std::vector<int> counts =
+      graphs_per_chunk(pipeline_steps(actions, p, s, v, pairs_passes(kind, p, micro_batches)), actions, p, s, v, true);
+  // Evaluation runs the forward passes alone (m batches at a time).
+  const auto forwards = forward_passes(actions);
+  const std::vector<int> eval = graphs_per_chunk(pipeline_steps(forwards, p, s, v, false), forwards, p, s, v, false);
+  for (size_t c = 0; c < counts.size(); ++c) counts[c] = std::max({counts[c], eval[c], c == 0 ? 1 : 0});
+  return counts;
+}
+
 TrainGraph& PipelineParallel::acquire(int chunk, int micro_batch) {
   Slots& s = slots_.at(static_cast<size_t>(chunk));
-  if (s.free.empty()) {
-    owned_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(),
-                                                  checkpointing_, engine_.tensor_parallel(),
-                                                  engine_.context_parallel(), stage_.chunks[static_cast<size_t>(chunk)]));
-    s.free.push_back(static_cast<int>(s.graphs.size()));
-    s.graphs.push_back(owned_.back().get());
-  }
+  DL_CHECK(!s.free.empty(), "internal error: chunk %d needs more activation sets than graphs_per_chunk planned (%zu)",
+           chunk, s.graphs.size());
   int& k = s.of.at(static_cast<size_t>(micro_batch));
   DL_CHECK(k < 0, "internal error: micro-batch %d of chunk %d started twice", micro_batch, chunk);
   k = s.free.back();
@@ -71,7 +90,7 @@ size_t PipelineParallel::activation_bytes() const {
   return n;
 }
 
-void PipelineParallel::run(const std::vector<PipelineAction>& actions, const PassFn& pass, bool dry) {
+void PipelineParallel::run(const std::vector<PipelineAction>& actions, const PassFn& pass) {
   const bool training = std::any_of(actions.begin(), actions.end(), [](const PipelineAction& a) { return !a.forward; });
   const int p = stage_.stages, s = stage_.stage, chunks = p * stage_.virtual_stages();
   const auto steps =
@@ -98,21 +117,18 @@ void PipelineParallel::run(const std::vector<PipelineAction>& actions, const Pas
       ops.push_back({Kind::kRecv, t.activation ? g.stage_input() : g.stage_output_grad(), n, comm::DType::kF32, t.peer,
                      t.tag});
     }
-    if (!ops.empty() && !dry) group_->batch_p2p(ops);
+    if (!ops.empty()) group_->batch_p2p(ops);
     for (int i : step.passes) {
       const PipelineAction& a = actions[static_cast<size_t>(i)];
       const int c = a.chunk * p + s;  // the model chunk
       TrainGraph& g = a.forward && c == 0 ? acquire(a.chunk, a.micro_batch) : held(a.chunk, a.micro_batch);
-      if (!dry) {
-        Timer t;
-        pass(a, g, static_cast<size_t>(i));
-        compute += t.seconds();
-      }
+      Timer t;
+      pass(a, g, static_cast<size_t>(i));
+      compute += t.seconds();
       // Last uses without a send after them.
       if (training ? (!a.forward && c == 0) : c == chunks - 1) release(a.chunk, a.micro_batch);
     }
   }
-  if (dry) return;
   timing_.schedule_s = wall.seconds();
   timing_.compute_s = compute;
 }

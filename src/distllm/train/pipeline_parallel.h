@@ -71,6 +71,9 @@ class PipelineParallel {
   // Every stage's bubble share in the last step (collective over the pp group).
   std::vector<double> stage_bubbles();
   size_t activation_bytes() const;
+  // The TrainGraphs each chunk of `stage` holds (graphs_per_chunk of the step's
+  // schedule, and of evaluation's forward passes): what this runner allocates.
+  static std::vector<int> graph_counts(PipelineScheduleKind kind, const StageChunks& stage, int micro_batches);
 
  private:
   DataParallel& engine_;
@@ -97,9 +100,8 @@ class PipelineParallel {
 
   using PassFn = std::function<void(const PipelineAction&, TrainGraph&, size_t index)>;
   // Runs `actions` (with backward passes: training; otherwise forward only); `pass`
-  // does one forward or backward. dry: only takes and frees the graphs (so the
-  // constructor makes every graph the schedule needs).
-  void run(const std::vector<PipelineAction>& actions, const PassFn& pass, bool dry = false);
+  // does one forward or backward.
+  void run(const std::vector<PipelineAction>& actions, const PassFn& pass);
 };
 
 }  // namespace distllm

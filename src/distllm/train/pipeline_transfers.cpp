@@ -1,5 +1,7 @@
 #include "distllm/train/pipeline_transfers.h"
 
+#include <algorithm>
+
 #include <set>
 #include <tuple>
 
@@ -47,6 +49,31 @@ std::vector<PipelineStep> pipeline_steps(const std::vector<PipelineAction>& acti
   }
   if (!sends.empty()) steps.push_back({std::move(sends), {}});
   return steps;
+}
+
+std::vector<int> graphs_per_chunk(const std::vector<PipelineStep>& steps, const std::vector<PipelineAction>& actions,
+                                  int p, int s, int v, bool training) {
+  std::vector<int> live(static_cast<size_t>(v), 0), most(static_cast<size_t>(v), 0);
+  auto take = [&](int chunk) {
+    const size_t c = static_cast<size_t>(chunk);
+    most[c] = std::max(most[c], ++live[c]);
+  };
+  auto free = [&](int chunk) { --live[static_cast<size_t>(chunk)]; };
+  const int chunks = p * v;
+  for (const PipelineStep& step : steps) {
+    // In the runner's order: sends (which may free a set), receives, then passes.
+    for (const PipelineTransfer& t : step.transfers)
+      if (t.send && t.activation != training) free(t.chunk);
+    for (const PipelineTransfer& t : step.transfers)
+      if (!t.send && t.activation) take(t.chunk);
+    for (int i : step.passes) {
+      const PipelineAction& a = actions[static_cast<size_t>(i)];
+      const int c = a.chunk * p + s;  // the model chunk
+      if (a.forward && c == 0) take(a.chunk);
+      if (training ? (!a.forward && c == 0) : c == chunks - 1) free(a.chunk);
+    }
+  }
+  return most;
 }
 
 void check_transfers(const std::vector<std::vector<PipelineStep>>& stages) {

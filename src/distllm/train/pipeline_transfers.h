@@ -45,6 +45,15 @@ bool pairs_passes(PipelineScheduleKind kind, int stages, int micro_batches);
 std::vector<PipelineStep> pipeline_steps(const std::vector<PipelineAction>& actions, int stages, int stage,
                                          int virtual_stages, bool pair);
 
+// How many activation sets (TrainGraphs) each of stage `stage`'s chunks needs at
+// once when it runs `steps` (of `actions`; `training`: with backward passes). A
+// chunk's set is taken when its input arrives (or its forward starts, on the model's
+// first chunk) and freed after its last use: the input gradient's send, or the
+// output's under forward only; the runner holds exactly these (pipeline_parallel.h)
+// and `distllm plan` counts them.
+std::vector<int> graphs_per_chunk(const std::vector<PipelineStep>& steps, const std::vector<PipelineAction>& actions,
+                                  int stages, int stage, int virtual_stages, bool training);
+
 // Replays every stage's steps, a batch completing only once each of its sends and
 // receives has its match posted by the peer; throws naming the stuck stages on a
 // deadlock.
