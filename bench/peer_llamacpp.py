@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""Side-by-side inference benchmark: distllm vs llama.cpp, both ALREADY BUILT.
+
+Runs, per round (rounds alternate which side goes first), for each weight-dtype pair
+(distllm f32 / bf16 / int8 against llama.cpp F32 / F16 / Q8_0):
+  * decode, batch 1:   `distllm bench decode --batch 1,8,16 --context C`  vs  `llama-bench -n 128` (tg128)
+  * prefill of P tokens: `distllm generate` on a P-token prompt (--max-tokens 1; the
+    prompt's one forward, timed by generate itself, in a fresh process)  vs  `llama-bench -p P` (ppP)
+  * batched decode: the same `bench decode` run (batch 8, 16)  vs  `llama-batched-bench -npp C -ntg 128 -npl 1,8,16`
+    (and, with --llama-fa, the same with llama.cpp's flash attention, -fa)
+Every command runs alone under the shared lock file; the CPU time that other
+processes used while it ran is recorded ("foreign" cores) so disturbed runs show.
+Prints per-round figures, then medians over rounds and the ratio distllm / llama.cpp.
+
+It does not download or build anything; the GGUF files must describe the same
+weights as --model (see docs/benchmarks.md, "Side by side with llama.cpp").
+
+usage: peer_llamacpp.py --distllm BIN --llama-bin DIR --model HF_DIR
+         --gguf-f32 F --gguf-f16 F --gguf-q8 F [--llama-fa] [--rounds 3] [--threads 2] [--json OUT]
+"""
+import argparse
+import fcntl
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK
+
+
+QUIET_WAIT = 0.0  # seconds to wait, at most, for the machine to go idle before each run
+
+
+def wait_quiet():
+    """Under the lock, wait (up to QUIET_WAIT s) until other processes use < 0.2 cores."""
+    deadline = time.monotonic() + QUIET_WAIT
+    while time.monotonic() < deadline:
+        b0 = busy_seconds()
+        time.sleep(1.0)
+        if busy_seconds() - b0 < 0.2:
+            return
+
+
+def run(cmd, lock, env=None):
+    """Run cmd holding the lock; returns (stdout+stderr, wall s, foreign cores)."""
+    with open(lock, "a") as lf:
+        fcntl.flock(lf, fcntl.LOCK_EX)
+        try:
+            wait_quiet()
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            b0, t0 = busy_seconds(), time.monotonic()
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            t1, b1 = time.monotonic(), busy_seconds()
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        finally:
+            fcntl.flock(lf, fcntl.LOCK_UN)
+    mine = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    wall = t1 - t0
+    foreign = max(0.0, (b1 - b0) - mine) / wall if wall > 0 else 0.0
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout[-3000:])
+        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
+    return p.stdout, wall, foreign
+
+
+def distllm_decode(a, dtype):
+    out, wall, foreign = run([a.distllm, "bench", "decode", "--model", a.model, "--batch", "1,8,16",
+                              "--context", str(a.context), "--threads", str(a.threads), "--dtype", dtype], a.lock)
+    res = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+%", line)
+        if m:
+            res[int(m.group(1))] = float(m.group(3))  # tokens/s
+    return {"tok_s": res, "foreign": foreign}
+
+
+def distllm_prefill(a, dtype):
+    out, wall, foreign = run([a.distllm, "generate", "--model", a.model, "--prompt-file", a.prompt_file,
+                              "--max-tokens", "1", "--temperature", "0", "--threads", str(a.threads),
+                              "--dtype", dtype], a.lock)
+    m = re.search(r"prompt (\d+) tokens \((\d+) ms\)", out)
+    if not m:
+        raise SystemExit("no prefill line in generate's output:\n" + out[-2000:])
+    n, ms = int(m.group(1)), float(m.group(2))
+    return {"tokens": n, "ms": ms, "tok_s": n / (ms / 1e3), "foreign": foreign}
+
+
+def llama_bench(a, gguf):
+    out, wall, foreign = run([os.path.join(a.llama_bin, "llama-bench"), "-m", gguf, "-t", str(a.threads),
+                              "-p", str(a.prefill), "-n", "128", "-r", "3", "-o", "json"], a.lock)
+    js = json.loads(out[out.index("["):out.rindex("]") + 1])
+    res = {}
+    for t in js:
+        key = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
+        res[key] = statistics.median(t["samples_ts"])
+    return {"tok_s": res, "foreign": foreign, "cpu_info": js[0].get("cpu_info", "")}
+
+
+def llama_batched(a, gguf, fa=False):
+    out, wall, foreign = run([os.path.join(a.llama_bin, "llama-batched-bench"), "-m", gguf, "-t", str(a.threads),
+                              "-c", "4096", "-b", "2048", "-ub", "512", "-npp", str(a.context), "-ntg", "128",
+                              "-npl", "1,8,16"] + (["-fa"] if fa else []), a.lock)
+    res, sysinfo = {}, ""
+    for line in out.splitlines():
+        if line.startswith("system_info"):
+            sysinfo = line.strip()
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 10 and cells[2].isdigit():
+            res[int(cells[2])] = float(cells[7])  # S_TG t/s
+    return {"tok_s": res, "foreign": foreign, "system_info": sysinfo}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--distllm", required=True)
+    ap.add_argument("--llama-bin", required=True, help="folder with llama-bench and llama-batched-bench")
+    ap.add_argument("--model", required=True, help="HF model directory distllm reads")
+    ap.add_argument("--gguf-f32", required=True)
+    ap.add_argument("--gguf-f16", required=True)
+    ap.add_argument("--gguf-q8", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--prompt-file", help="prompt of --prefill tokens for distllm generate (default: made up)")
+    ap.add_argument("--lock", default="/tmp/distllm-bench.lock")
+    ap.add_argument("--llama-fa", action="store_true", help="also run llama-batched-bench with -fa (flash attention)")
+    ap.add_argument("--dtypes", default="f32,bf16,int8", help="distllm dtypes to run (paired with F32, F16, Q8_0)")
+    ap.add_argument("--quiet-wait", type=float, default=0.0,
+                    help="before each run, wait up to this many seconds for other processes to go idle")
+    ap.add_argument("--json", help="append every measurement here (JSON lines)")
+    a = ap.parse_args()
+    if not a.prompt_file:
+        # Byte-level tokenizers give one token per ASCII byte; other tokenizers: pass --prompt-file.
+        a.prompt_file = "/tmp/peer_llamacpp_prompt.txt"
+        with open(a.prompt_file, "w") as f:
+            f.write(("lorem ipsum dolor sit amet " * 100)[:a.prefill])
+
+    global QUIET_WAIT
+    QUIET_WAIT = a.quiet_wait
+    pairs = [p for p in [("f32", a.gguf_f32, "F32"), ("bf16", a.gguf_f16, "F16"), ("int8", a.gguf_q8, "Q8_0")]
+             if p[0] in a.dtypes.split(",")]
+    rows = []  # (round, dtype, metric, distllm, llama, foreign_d, foreign_l)
+    info = {}
+    jf = open(a.json, "a") if a.json else None
+    for rnd in range(a.rounds):
+        for d, gguf, lname in pairs:
+            def dl():
+                return distllm_decode(a, d), distllm_prefill(a, d)
+
+            def ll():
+                return llama_bench(a, gguf), llama_batched(a, gguf), (llama_batched(a, gguf, True) if a.llama_fa else None)
+
+            if rnd % 2 == 0:
+                (dd, dp), (lb, lbb, lfa) = dl(), ll()
+            else:
+                (lb, lbb, lfa), (dd, dp) = ll(), dl()
+            info["cpu_info"], info["system_info"] = lb["cpu_info"], lbb["system_info"]
+            rec = [
+                ("decode b1 (tg128)", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"]),
+                (f"prefill {a.prefill} (pp{a.prefill})", dp["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
+                 dp["foreign"], lb["foreign"]),
+                ("batched decode b1 (batched-bench npl 1)", dd["tok_s"].get(1), lbb["tok_s"].get(1),
+                 dd["foreign"], lbb["foreign"]),
+                ("batched decode b8", dd["tok_s"].get(8), lbb["tok_s"].get(8), dd["foreign"], lbb["foreign"]),
+                ("batched decode b16", dd["tok_s"].get(16), lbb["tok_s"].get(16), dd["foreign"], lbb["foreign"]),
+            ]
+            if lfa:
+                rec += [(f"batched decode b{b}, llama.cpp -fa", dd["tok_s"].get(b), lfa["tok_s"].get(b),
+                         dd["foreign"], lfa["foreign"]) for b in (1, 8, 16)]
+            for metric, x, y, fx, fy in rec:
+                rows.append((rnd, f"{d} / {lname}", metric, x, y, fx, fy))
+                print(f"round {rnd + 1} {d:>4} vs {lname:<4} {metric:<42} distllm {x:9.1f} tok/s  "
+                      f"llama.cpp {y:9.1f} tok/s  ratio {x / y:5.2f}  (foreign cores {fx:.2f} / {fy:.2f})",
+                      flush=True)
+                if jf:
+                    jf.write(json.dumps({"round": rnd + 1, "dtype": f"{d}/{lname}", "metric": metric,
+                                         "distllm_tok_s": x, "llama_tok_s": y, "foreign_distllm": fx,
+                                         "foreign_llama": fy}) + "\n")
+                    jf.flush()
+    print(f"\nllama.cpp cpu_info: {info.get('cpu_info')}\n{info.get('system_info')}\n")
+    print(f"medians of {a.rounds} rounds, tokens/s, {a.threads} threads")
+    print(f"| {'dtypes':<12} | {'measure':<42} | {'distllm':>9} | {'llama.cpp':>9} | {'ratio':>5} |")
+    print(f"|{'-' * 14}|{'-' * 44}|{'-' * 11}|{'-' * 11}|{'-' * 7}|")
+    keys = []
+    for r in rows:
+        if (r[1], r[2]) not in keys:
+            keys.append((r[1], r[2]))
+    for dt, metric in keys:
+        xs = [r[3] for r in rows if (r[1], r[2]) == (dt, metric)]
+        ys = [r[4] for r in rows if (r[1], r[2]) == (dt, metric)]
+        ratios = [x / y for x, y in zip(xs, ys)]
+        mx, my = statistics.median(xs), statistics.median(ys)
+        print(f"| {dt:<12} | {metric:<42} | {mx:9.1f} | {my:9.1f} | {mx / my:5.2f} |  per-round ratios "
+              + ", ".join(f"{q:.2f}" for q in ratios))
+
+
+if __name__ == "__main__":
+    main()
