@@ -2,6 +2,8 @@
 // loads of the B panel and 12 broadcasts of A) and packing routines that transpose
 // 16 x 16 blocks in registers (A stored row-major and B stored transposed must be
 // turned k-major; element-by-element copies cost as much as 10% of a product).
+// The transpose and the tile store are shared with the bf16 kernel
+// (gemm_avx512_common.h).
 // g++ 12's AVX-512 headers build some intrinsics (unpack, shuffle_f32x4) from
 // _mm512_undefined_ps() and then warn about it when inlined: a header bug, not ours.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -14,6 +16,7 @@
 #include <cstring>
 
 #include "distllm/kernels/gemm.h"
+#include "distllm/kernels/gemm_avx512_common.h"
 
 namespace distllm::kernels::detail::avx512 {
 
@@ -34,22 +37,7 @@ void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
     a += MR;
     b += kNR;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
-  if (beta == 0.0f) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      _mm512_storeu_ps(c + i * ldc, _mm512_mul_ps(va, acc0[i]));
-      _mm512_storeu_ps(c + i * ldc + 16, _mm512_mul_ps(va, acc1[i]));
-    }
-  } else {
-    const __m512 vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      float* ci = c + i * ldc;
-      _mm512_storeu_ps(ci, _mm512_fmadd_ps(va, acc0[i], _mm512_mul_ps(vb, _mm512_loadu_ps(ci))));
-      _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(va, acc1[i], _mm512_mul_ps(vb, _mm512_loadu_ps(ci + 16))));
-    }
-  }
+  store_tile<MR>(acc0, acc1, c, ldc, alpha, beta);
 }
 
 namespace {
@@ -63,32 +51,8 @@ inline void transpose16(const float* s, int64_t lds, int rows, int kcount, float
   __m512 r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, s + i * lds) : _mm512_setzero_ps();
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + q]: within each 128-bit lane L, element k = 4L + q of rows 4g..4g+3.
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
   __m512 out[16];
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);  // k = q, 8+q of rows 0-7
-    __m512 w = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);  // k = 4+q, 12+q of rows 0-7
-    __m512 x = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
-    __m512 y = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
-    out[q] = _mm512_shuffle_f32x4(v, x, 0x88);
-    out[8 + q] = _mm512_shuffle_f32x4(v, x, 0xDD);
-    out[4 + q] = _mm512_shuffle_f32x4(w, y, 0x88);
-    out[12 + q] = _mm512_shuffle_f32x4(w, y, 0xDD);
-  }
+  transpose16x16(r, out);
   for (int k = 0; k < kcount; ++k) _mm512_mask_storeu_ps(d + k * ldd, store_mask, out[k]);
 }
 
