@@ -31,9 +31,11 @@ PipelineParallel::PipelineParallel(DataParallel& engine, TrainGraph& graph, Pipe
 PipelineParallel::~PipelineParallel() = default;
 
 void PipelineParallel::ensure_slots(int n) {
-  while (static_cast<int>(extra_.size()) + 1 < n)
+  while (static_cast<int>(extra_.size()) + 1 < n) {
     extra_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(), checkpointing_,
                                                   engine_.tensor_parallel(), engine_.context_parallel(), range_));
+    extra_.back()->set_compute_dtype(graph_.compute_dtype());
+  }
 }
 
 size_t PipelineParallel::activation_bytes() const {
