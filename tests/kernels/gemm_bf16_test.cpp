@@ -23,25 +23,16 @@
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/rng.h"
+#include "distllm/kernels/fma_peak.h"
 #include "distllm/kernels/gemm.h"
 #include "distllm/tensor/dtype.h"
-#include "kernels/test_util.h"
+#include "kernels/gemm_case.h"
 
 namespace distllm::kernels {
 namespace {
 
-struct Case {
-  Trans ta, tb;
-  int64_t M, N, K;
-  int64_t pad_a = 0, pad_b = 0, pad_c = 0;
-  float alpha = 1.0f, beta = 0.0f;
-};
-
-std::string describe(const Case& c) {
-  return std::string(c.ta == Trans::kT ? "T" : "N") + (c.tb == Trans::kT ? "T" : "N") + " M=" + std::to_string(c.M) +
-         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " alpha=" + std::to_string(c.alpha) +
-         " beta=" + std::to_string(c.beta);
-}
+using testing::Case;
+using testing::describe;
 
 float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
@@ -53,17 +44,10 @@ struct Worst {
 
 void check_case(const Case& c, uint64_t seed, Worst& w) {
   const bool ta = c.ta == Trans::kT, tb = c.tb == Trans::kT;
-  const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
-  const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
-  const int64_t lda = a_cols + c.pad_a, ldb = b_cols + c.pad_b, ldc = c.N + c.pad_c;
-  auto A = testing::random_vector(static_cast<size_t>(a_rows * lda), seed);
-  auto B = testing::random_vector(static_cast<size_t>(b_rows * ldb), seed + 1);
-  auto C0 = testing::random_vector(static_cast<size_t>(c.M * ldc), seed + 2);
-  std::vector<float> ours = C0;
-  if (c.beta == 0.0f)
-    for (auto& x : ours) x = std::nanf("");  // beta == 0 must not read C
-  for (int64_t i = 0; i < c.M; ++i)
-    for (int64_t j = c.N; j < ldc; ++j) ours[i * ldc + j] = 7.0f;  // padding stays untouched
+  testing::Operands op = testing::make_operands(c, seed);
+  const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
+  const std::vector<float>&A = op.A, &B = op.B, &C0 = op.C0;
+  std::vector<float>& ours = op.out;
   gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, ours.data(), ldc);
   auto a_at = [&](int64_t i, int64_t k) { return ta ? A[k * lda + i] : A[i * lda + k]; };
   auto b_at = [&](int64_t k, int64_t j) { return tb ? B[j * ldb + k] : B[k * ldb + j]; };
@@ -106,7 +90,7 @@ class GemmBf16 : public ::testing::Test {
   }
 };
 
-const Trans kOps[] = {Trans::kN, Trans::kT};
+using testing::kOps;
 
 TEST_F(GemmBf16, FixedShapesEveryOp) {
   const int64_t shapes[][3] = {{1, 1, 1},    {1, 1, 2},     {1, 37, 5},   {13, 1, 9},    {2, 3, 1},
@@ -122,20 +106,9 @@ TEST_F(GemmBf16, FixedShapesEveryOp) {
 }
 
 TEST_F(GemmBf16, RandomOddShapesLeadingDimsAlphaBeta) {
-  CounterRng rng(77);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng.uniform() * (hi - lo + 1)) % (hi - lo + 1); };
-  const float alphas[] = {1.0f, -0.5f, 2.0f};
-  const float betas[] = {0.0f, 1.0f, 0.75f};
   Worst w;
-  for (int t = 0; t < 80; ++t) {
-    Case c{kOps[t % 2], kOps[(t / 2) % 2], pick(1, 70), pick(1, 70), pick(1, 70)};
-    c.pad_a = t % 3 == 0 ? pick(1, 9) : 0;
-    c.pad_b = t % 5 == 0 ? pick(1, 9) : 0;
-    c.pad_c = t % 4 == 0 ? pick(1, 9) : 0;
-    c.alpha = alphas[t % 3];
-    c.beta = betas[(t / 3) % 3];
-    check_case(c, 300 + t, w);
-  }
+  int t = 0;
+  for (const Case& c : testing::random_odd_cases(80, 77)) check_case(c, 300 + t++, w);
   RecordProperty("worst_error_over_sum_bound", std::to_string(w.rounded));
 }
 
@@ -160,6 +133,12 @@ TEST_F(GemmBf16, NaNAndInfPropagate) {
   EXPECT_TRUE(std::isnan(C[0]));
   EXPECT_TRUE(std::isinf(C[32]));
   EXPECT_EQ(C[64], 4.0f);
+}
+
+TEST_F(GemmBf16, DotProductPeakIsMeasured) {
+  const double peak = measure_bf16_dot_peak_gflops();  // the ceiling bench gemm / train quote
+  EXPECT_GT(peak, 1.0);
+  RecordProperty("bf16_dot_peak_gflops", std::to_string(peak));
 }
 
 TEST(GemmBf16Dispatch, ErrorNamesTheReasonWhenUnavailable) {

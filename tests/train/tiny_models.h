@@ -26,4 +26,14 @@ inline TokenDataset pattern_data(int n) {
   return TokenDataset::from_tokens(t, 64, "pattern");
 }
 
+// Fixed tokens and targets for n positions (any batch x seq with n = B * T).
+inline void fixed_batch(size_t n, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
+  tokens.resize(n);
+  targets.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<int32_t>((i * 13) % 64);
+    targets[i] = static_cast<int32_t>((i * 5 + 1) % 64);
+  }
+}
+
 }  // namespace distllm::testing

@@ -45,11 +45,8 @@ TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
   Transformer big(cfg), small(cfg);
   big.init_weights(3);
   small.init_weights(3);
-  std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
-  for (size_t i = 0; i < tok.size(); ++i) {
-    tok[i] = static_cast<int32_t>((i * 13) % 64);
-    tgt[i] = static_cast<int32_t>((i * 5 + 1) % 64);
-  }
+  std::vector<int32_t> tok, tgt;
+  testing::fixed_batch(4 * 16, tok, tgt);
   TrainGraph g4(cfg, 4, 16), g2(cfg, 2, 16);
   big.zero_grad();
   g4.forward(big, tok.data(), tgt.data(), true, 1.0f);

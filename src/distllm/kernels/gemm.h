@@ -60,20 +60,20 @@ namespace avx2 {
 constexpr int kMR = 6, kNR = 16;
 void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
 }  // namespace avx2
-namespace avx512 {
-constexpr int kMR = 12, kNR = 32;
-void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
-// Vectorised packing (same layout as the generic packing in gemm.cpp).
-void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t k0, int64_t kc);
-void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc);
-}  // namespace avx512
-namespace avx512_bf16 {
-constexpr int kMR = 12, kNR = 32;
-void gemm_kernel(int64_t kd, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);
-// As avx512::pack_a / pack_b, in words of k pairs rounded to bf16 (ceil(kc / 2) deep).
-void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t k0, int64_t kc);
-void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc);
-}  // namespace avx512_bf16
+// A 12 x 32 micro-kernel (24 zmm accumulators) and its vectorised packing of
+// op(A)[i0 : i0+mc, k0 : k0+kc] and op(B)[k0 : k0+kc, j0 : j0+nc] (the generic
+// packing's panel layout in gemm.cpp, counted in the kernel's words).
+#define DISTLLM_GEMM_AVX512_KERNEL                                                                                  \
+  constexpr int kMR = 12, kNR = 32;                                                                               \
+  void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta);   \
+  void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t k0, int64_t kc); \
+  void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int64_t kc, int64_t j0, int64_t nc);
+namespace avx512 {  // f32 words
+DISTLLM_GEMM_AVX512_KERNEL
+}
+namespace avx512_bf16 {  // words of k pairs rounded to bf16 (ceil(kc / 2) deep)
+DISTLLM_GEMM_AVX512_KERNEL
+}
 }  // namespace detail
 
 }  // namespace distllm::kernels

@@ -47,7 +47,7 @@ namespace {
 // k < kcount.
 inline void transpose16(const float* s, int64_t lds, int rows, int kcount, float* d, int64_t ldd,
                         __mmask16 store_mask) {
-  const __mmask16 kmask = static_cast<__mmask16>(kcount >= 16 ? 0xFFFF : (1u << kcount) - 1);
+  const __mmask16 kmask = first_lanes(kcount);
   __m512 r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, s + i * lds) : _mm512_setzero_ps();
@@ -65,15 +65,15 @@ void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - p));
     float* d = dst + p * kc;
     if (trans) {  // op(A)(i, k) = A[k * lda + i]: MR contiguous values per k
-      const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
+      const __mmask16 m = first_lanes(rows);
       const float* s = A + k0 * lda + i0 + p;
       for (int64_t k = 0; k < kc; ++k, s += lda, d += MR)
-        _mm512_mask_storeu_ps(d, (1u << MR) - 1, _mm512_maskz_loadu_ps(m, s));
+        _mm512_mask_storeu_ps(d, first_lanes(MR), _mm512_maskz_loadu_ps(m, s));
     } else {  // rows of A: transpose 16-deep blocks
       const float* s = A + (i0 + p) * lda + k0;
       for (int64_t k = 0; k < kc; k += 16)
         transpose16(s + k, lda, rows, static_cast<int>(std::min<int64_t>(16, kc - k)), d + k * MR, MR,
-                    static_cast<__mmask16>((1u << MR) - 1));
+                    first_lanes(MR));
     }
   }
 }
@@ -85,8 +85,7 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
     float* d = dst + p * kc;
     if (!trans) {  // op(B)(k, j) = B[k * ldb + j]: NR contiguous values per k
       const float* s = B + k0 * ldb + j0 + p;
-      const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-      const __mmask16 m1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+      const __mmask16 m0 = first_lanes(cols), m1 = first_lanes(cols - 16);
       for (int64_t k = 0; k < kc; ++k, s += ldb, d += NR) {
         _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, s));
         _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, s + 16));

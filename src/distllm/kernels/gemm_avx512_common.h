@@ -10,6 +10,12 @@
 
 namespace distllm::kernels::detail::avx512 {
 
+// Lanes 0..n-1 of a 16-lane vector (n clamped to [0, 16]): with n and n - 16, the
+// two halves of a 32-wide row.
+inline __mmask16 first_lanes(int n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1);
+}
+
 // out[k] = column k of the 16 x 16 block whose row i is r[i] (32-bit lanes; the bits
 // move unchanged, so the lanes may hold pairs of bf16 as well as floats).
 inline void transpose16x16(const __m512 r[16], __m512 out[16]) {

@@ -39,8 +39,7 @@ inline __m512 interleave_pairs(__m512 x, __m512 y) {
 // store_mask, to d + p * ldd for p < ceil(kcount / 2).
 inline void pack_rows_transposed(const float* s, int64_t lds, int rows, int kcount, float* d, int64_t ldd,
                                  __mmask16 store_mask) {
-  const __mmask16 m0 = static_cast<__mmask16>(kcount >= 16 ? 0xFFFF : (1u << kcount) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(kcount >= 32 ? 0xFFFF : kcount <= 16 ? 0 : (1u << (kcount - 16)) - 1);
+  const __mmask16 m0 = avx512::first_lanes(kcount), m1 = avx512::first_lanes(kcount - 16);
   __m512 r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) {
@@ -87,18 +86,18 @@ void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - p));
     float* d = dst + p * kd;
     if (trans) {  // op(A)(i, k) = A[k * lda + i]: MR contiguous values per k
-      const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
+      const __mmask16 m = avx512::first_lanes(rows);
       const float* s = A + k0 * lda + i0 + p;
       for (int64_t k = 0; k < kc; k += 2, s += 2 * lda, d += MR) {
         const __m512 x = _mm512_maskz_loadu_ps(m, s);
         const __m512 y = k + 1 < kc ? _mm512_maskz_loadu_ps(m, s + lda) : _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(d, (1u << MR) - 1, interleave_pairs(x, y));
+        _mm512_mask_storeu_ps(d, avx512::first_lanes(MR), interleave_pairs(x, y));
       }
     } else {  // rows of A along k: 32-deep blocks become 16 pair words, transposed
       const float* s = A + (i0 + p) * lda + k0;
       for (int64_t k = 0; k < kc; k += 32)
         pack_rows_transposed(s + k, lda, rows, static_cast<int>(std::min<int64_t>(32, kc - k)), d + k / 2 * MR, MR,
-                             static_cast<__mmask16>((1u << MR) - 1));
+                             avx512::first_lanes(MR));
     }
   }
 }
@@ -111,8 +110,7 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
     float* d = dst + p * kd;
     if (!trans) {  // op(B)(k, j) = B[k * ldb + j]: NR contiguous values per k
       const float* s = B + k0 * ldb + j0 + p;
-      const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-      const __mmask16 m1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+      const __mmask16 m0 = avx512::first_lanes(cols), m1 = avx512::first_lanes(cols - 16);
       for (int64_t k = 0; k < kc; k += 2, s += 2 * ldb, d += NR) {
         const bool pair = k + 1 < kc;
         const __m512 x0 = _mm512_maskz_loadu_ps(m0, s), x1 = _mm512_maskz_loadu_ps(m1, s + 16);
