@@ -15,9 +15,11 @@ ranks x 1 thread:
   tp+sp    --mesh tp=<ranks> --sequence-parallel
   pp-gpipe --mesh pp=<ranks> --pp-schedule gpipe, --micro-batches of batch/m
   pp-1f1b  --mesh pp=<ranks> --pp-schedule 1f1b, the same micro-batches
+  pp-int2  --mesh pp=<ranks> --pp-schedule interleaved --virtual-stages 2, the same
+  pp-int3  ... --virtual-stages 3 (the model needs ranks x 3 layers)
 and prints the median tokens/s, the ratio to ddp, communication per step, the
 pipeline bubble per stage (median idle share of the schedule, and the ideal
-(p-1)/(m+p-1)) and the peak memory of each rank (MiB of the tracked buffers). Holds /tmp/distllm-bench.lock
+(p-1)/(v*m+p-1)) and the peak memory of each rank (MiB of the tracked buffers). Holds /tmp/distllm-bench.lock
 so no other benchmark runs at the same time.
 """
 import argparse
@@ -63,6 +65,9 @@ def main():
         "pp-gpipe": (n, 1, ["--mesh", f"pp={n}", "--micro-batches", str(m), "--pp-schedule", "gpipe"], args.batch // m),
         "pp-1f1b": (n, 1, ["--mesh", f"pp={n}", "--micro-batches", str(m), "--pp-schedule", "1f1b"], args.batch // m),
     }
+    for v in (2, 3):  # the interleaved schedule with v model chunks per stage
+        layouts[f"pp-int{v}"] = (n, 1, ["--mesh", f"pp={n}", "--micro-batches", str(m), "--pp-schedule", "interleaved",
+                                        "--virtual-stages", str(v)], args.batch // m)
     layouts = {k: v for k, v in layouts.items() if k in args.layouts.split(",")}
     results = {k: [] for k in layouts}
     with open("/tmp/distllm-bench.lock", "w") as lock:

@@ -22,9 +22,18 @@ using distllm::testing::rel_error;
 
 class LinearBiDtype : public ::testing::TestWithParam<DType> {};
 
-// One tile of `isa`: rows [0, mr) of x against groups [0, 3), through the int8 tiles
-// (x quantized first) for int8 weights.
+// One tile of `isa`: rows [0, mr) of x against groups [0, 3), through the int8 and
+// bf16 tiles (x quantized or rounded first) for those weights.
 void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLinear& w, const float* bias, int mr) {
+  if (w.dtype() == DType::kBF16) {
+    Bf16Rows xb;
+    round_bf16_rows(x, K, mr, K, xb);
+    auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_bf16_tile
+                : isa == Isa::kAvx2 ? avx2::linear_bi_bf16_tile
+                                    : scalar::linear_bi_bf16_tile;
+    tile(out, N, xb, 0, w, bias, mr, 0, 3);
+    return;
+  }
   if (w.dtype() == DType::kI8) {
     Q8Rows xq;
     quantize_q8_rows(x, K, mr, K, xq);
@@ -40,8 +49,8 @@ void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLin
 }
 
 // Against a double-precision product with the operands as the kernels see them (the
-// weights widened from bf16 / int8 with its scale; for int8 also x quantized per
-// 32-wide block), and bit-exact per row whatever the batch and thread count, for
+// weights widened from bf16 / int8 with its scale; x rounded to bf16, or quantized
+// per 32-wide block for int8), and bit-exact per row whatever the batch and thread count, for
 // every weight dtype.
 TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   for (int K : {1, 7, 8, 13, 64, 100}) {
@@ -55,7 +64,9 @@ TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
     for (int n = 0; n < N; ++n) {
       double s = b[n];
       for (int k = 0; k < K; ++k) {
-        const double xk = GetParam() == DType::kI8 ? xq.dequantized(0, k) : x[5 * K + k];
+        const double xk = GetParam() == DType::kI8     ? xq.dequantized(0, k)
+                          : GetParam() == DType::kBF16 ? bf16_to_f32(f32_to_bf16(x[5 * K + k]))
+                                                       : x[5 * K + k];
         s += xk * packed.at(n, k);
       }
       EXPECT_NEAR(alone[n], s, 1e-5 * (1 + std::fabs(s))) << "K=" << K;
@@ -74,9 +85,9 @@ TEST_P(LinearBiDtype, MatchesNaiveAndIsInvariantToBatchSizeAndThreads) {
   }
 }
 
-// int8: the integer dot products are exact and the float steps the same, so the AVX2
-// tiles give the scalar tiles' bits; f32 and bf16 sum in another order than the
-// scalar loop, within rounding.
+// int8 and bf16: the same sums in the same order (int8's integer dot products are
+// exact), so the AVX2 tiles give the scalar tiles' bits; f32 sums in another order
+// than the scalar loop, within rounding.
 TEST_P(LinearBiDtype, Avx2MatchesScalar) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
   for (int K : {1, 5, 8, 9, 33, 256, 300}) {
@@ -87,7 +98,7 @@ TEST_P(LinearBiDtype, Avx2MatchesScalar) {
       std::vector<float> o1(mr * N), o2(mr * N);
       run_tile(Isa::kAvx2, o1.data(), N, x.data(), K, packed, b.data(), mr);
       run_tile(Isa::kScalar, o2.data(), N, x.data(), K, packed, b.data(), mr);
-      if (GetParam() == DType::kI8)
+      if (GetParam() != DType::kF32)
         EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0) << "K=" << K << " mr=" << mr;
       else
         EXPECT_LT(rel_error(o1, o2), 1e-5) << "K=" << K << " mr=" << mr;
@@ -95,12 +106,15 @@ TEST_P(LinearBiDtype, Avx2MatchesScalar) {
   }
 }
 
-// The AVX-512 tiles hold two rows (int8: two chunks) per register but give the AVX2
-// tiles' exact bits. int8 runs on AVX-512 with VNNI only.
+// The AVX-512 tiles hold two rows (int8: two chunks; bf16: four rows) per register
+// but give the AVX2 tiles' exact bits. int8 runs on AVX-512 with VNNI only, bf16
+// with AVX512_BF16 only.
 TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
   if (best_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU: the AVX-512 path is not run here";
   if (GetParam() == DType::kI8 && !cpu_features().avx512_vnni)
     GTEST_SKIP() << "no AVX512_VNNI on this CPU: the VNNI int8 path is not run here";
+  if (GetParam() == DType::kBF16 && !cpu_features().avx512_bf16)
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU: the vdpbf16ps path is not run here";
   for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
     for (int mr = 1; mr <= 3; ++mr) {
       const int N = 11;

@@ -105,6 +105,29 @@ TEST(PlanPipeline, BubbleIsPMinusOneOverMPlusPMinusOne) {
   EXPECT_EQ(estimate(input(c, 1, 1)).bubble_s, 0.0);
 }
 
+void expect_refused(const plan::PlanInput& in, const std::string& flag);
+
+// The interleaved schedule: v chunks per stage shrink the bubble to
+// (p-1)/(v*m+p-1) and send v times the activations.
+TEST(PlanPipeline, InterleavedBubbleShrinksWithTheChunks) {
+  const ModelConfig c = model(ModelFamily::kLlama, false);
+  for (int v : {2, 3}) {
+    plan::PlanInput in = input(c, 2, 1, 4);
+    const plan::Estimate one = estimate(in);
+    in.pp_schedule = PipelineScheduleKind::kInterleaved, in.virtual_stages = v;
+    const plan::Estimate e = estimate(in);
+    EXPECT_NEAR(e.bubble_s / (e.compute_s + e.bubble_s), ideal_bubble_fraction(2, 4, v), 1e-12) << v;
+    EXPECT_LT(e.bubble_s, one.bubble_s);
+    EXPECT_GT(e.comm_bytes, one.comm_bytes) << "every chunk boundary sends";
+  }
+  plan::PlanInput in = input(c, 2, 1, 3);
+  in.pp_schedule = PipelineScheduleKind::kInterleaved, in.virtual_stages = 2;
+  expect_refused(in, "multiple");  // m must be a multiple of p
+  in = input(c, 2, 1, 4);
+  in.pp_schedule = PipelineScheduleKind::kInterleaved, in.virtual_stages = 4;
+  expect_refused(in, "layers");  // 8 chunks of a 6-layer model
+}
+
 TEST(PlanContext, ActivationsFallWithTheRing) {
   for (ModelFamily f : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
     const ModelConfig c = model(f, true);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `distllm train --mesh` under mpirun, end to end: tensor parallelism (tp=2, with
 # sequence parallelism at tp=4), context parallelism (cp=2), dp=2 x tp=2,
-# dp=2 x cp=2, pp=2 x tp=2, pp=2 x cp=2 and dp=2 x pp=2 (ZeRO-3) meshes train the
+# dp=2 x cp=2, pp=2 x tp=2, pp=2 x cp=2, dp=2 x pp=2 (ZeRO-3) meshes and pp=2 under
+# the interleaved schedule (2 virtual stages) train the
 # same model as one process (losses and the saved model), checkpoints move between
 # tp sizes and meshes, meshes that do not fit the model or
 # the world are refused naming why, and a rank killed mid-step ends the job, named,
@@ -85,6 +86,17 @@ run pp_zero3 4 --steps 8 --batch 1 --micro-batches 2 --mesh dp=2,pp=2 --strategy
 grep -q "parallel: zero3, 2 ranks per pipeline stage" "$T/pp_zero3.out" || { cat "$T/pp_zero3.out"; fail "no zero3 per stage"; }
 same single pp_zero3 || fail "dp=2 x pp=2 under ZeRO-3 differs from one process"
 
+echo "== interleaved 1F1B: pp=2 with 2 virtual stages (4 layers in 4 chunks) trains the one-process model"
+M2=("${M[@]}")
+M=(); prev=""
+for a in "${M2[@]}"; do [ "$prev" = --n-layer ] && a=4; M+=("$a"); prev=$a; done
+run single4 0 --steps 8 --batch 4
+run interleaved 2 --steps 8 --batch 2 --micro-batches 2 --mesh pp=2 --pp-schedule interleaved --virtual-stages 2
+grep -q "interleaved schedule of 2 chunks per stage, 2 micro-batches (ideal bubble 20.0%); rank 0 holds stage 0/2: embedding + layer 0, layer 2 (chunks 0, 2 of 4)" \
+  "$T/interleaved.out" || { cat "$T/interleaved.out"; fail "no interleaved pipeline line"; }
+same single4 interleaved || fail "pp=2 interleaved (v=2) differs from one process"
+M=("${M2[@]}")
+
 echo "== the saved tp model is the whole model: it evaluates as the one-process one"
 run from_single 0 --batch 4 --steps 1 --init-from "$T/single"
 run from_tp2 0 --batch 4 --steps 1 --init-from "$T/tp2"
@@ -125,6 +137,8 @@ expect_error 2 "--sequence-parallel needs a --mesh with tp > 1" --sequence-paral
 expect_error 2 "has 3 positions but 2 ranks were started" --mesh dp=3,tp=1
 expect_error 2 "unknown dimension 'xp'" --mesh xp=2
 expect_error 3 "the sequence length 32 must be a multiple of 6" --mesh cp=3
+expect_error 2 "pp=2 with --virtual-stages 2 makes 4 model chunks but the model has 2 layers" \
+  --mesh pp=2 --pp-schedule interleaved --virtual-stages 2 --micro-batches 2
 
 echo "== a rank killed mid-step: the others stop within the comm timeout, naming it"
 export DISTLLM_COMM_TIMEOUT=5 DISTLLM_TEST_KILL_RANK=1 DISTLLM_TEST_KILL_STEP=3

@@ -1,8 +1,10 @@
 // Pipeline schedules and stage splits without MPI: every micro-batch's forward
-// precedes its backward, 1F1B keeps at most p - s micro-batches in flight, both
+// precedes its backward, 1F1B keeps at most p - s micro-batches in flight, the
 // schedules run without deadlock and idle (p-1)/(m+p-1) of the time when passes
-// take equal time; layers split evenly with the extra ones on the first stages; a
-// stage's parameter layout holds exactly its groups.
+// take equal time ((p-1)/(v*m+p-1) interleaved over v chunks per stage), their
+// transfers complete under rendezvous semantics; layers split evenly with the
+// extra ones on the first stages; a stage's parameter layout holds exactly its
+// groups.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "distllm/base/error.h"
 #include "distllm/model/param_layout.h"
 #include "distllm/train/pipeline_schedule.h"
+#include "distllm/train/pipeline_transfers.h"
 
 namespace distllm {
 namespace {
@@ -83,12 +86,141 @@ TEST(PipelineSchedule, SimulationFindsDeadlocks) {
 TEST(PipelineSchedule, ParsesNames) {
   EXPECT_EQ(parse_pipeline_schedule("gpipe"), PipelineScheduleKind::kGPipe);
   EXPECT_EQ(parse_pipeline_schedule("1f1b"), PipelineScheduleKind::k1F1B);
+  EXPECT_EQ(parse_pipeline_schedule("interleaved"), PipelineScheduleKind::kInterleaved);
   try {
-    parse_pipeline_schedule("interleaved");
+    parse_pipeline_schedule("zigzag");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--pp-schedule"), std::string::npos);
   }
+}
+
+// The interleaved schedules the tests cover: p <= 4, v <= 3, m a multiple of p.
+template <typename F>
+void for_each_interleaved(F f) {
+  for (int p = 2; p <= 4; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int m = p; m <= 4 * p; m += p) f(p, v, m);
+}
+
+std::vector<std::vector<PipelineAction>> all_stages(PipelineScheduleKind kind, int p, int m, int v = 1) {
+  std::vector<std::vector<PipelineAction>> stages;
+  for (int s = 0; s < p; ++s) stages.push_back(pipeline_schedule(kind, p, s, m, v));
+  return stages;
+}
+
+TEST(PipelineSchedule, InterleavedEveryChunksForwardPrecedesItsBackwardOnce) {
+  for_each_interleaved([](int p, int v, int m) {
+    for (int s = 0; s < p; ++s) {
+      const auto a = pipeline_schedule(PipelineScheduleKind::kInterleaved, p, s, m, v);
+      ASSERT_EQ(a.size(), static_cast<size_t>(2 * m * v));
+      std::set<std::pair<int, int>> forwarded, backwarded;
+      for (const PipelineAction& x : a) {
+        ASSERT_TRUE(x.chunk >= 0 && x.chunk < v && x.micro_batch >= 0 && x.micro_batch < m);
+        const std::pair<int, int> key{x.micro_batch, x.chunk};
+        if (x.forward) {
+          EXPECT_TRUE(forwarded.insert(key).second);
+        } else {
+          EXPECT_TRUE(forwarded.count(key)) << "backward before forward";
+          EXPECT_TRUE(backwarded.insert(key).second);
+        }
+      }
+      EXPECT_EQ(backwarded.size(), static_cast<size_t>(m * v));
+      // Every stage ends with its first chunk's backward of the last micro-batch.
+      EXPECT_EQ(a.back(), (PipelineAction{false, m - 1, 0}));
+    }
+  });
+}
+
+TEST(PipelineSchedule, InterleavedOrder) {
+  // p = 2, v = 2, m = 4, stage 0: (p-s-1)*2 + (v-1)*p = 4 warm-up forwards, the
+  // micro-batches in groups of two per chunk; backwards start on the last chunk.
+  const auto a = pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, 0, 4, 2);
+  const std::vector<PipelineAction> want = {
+      {true, 0, 0},  {true, 1, 0},  {true, 0, 1},  {true, 1, 1},  {true, 2, 0},  {false, 0, 1},
+      {true, 3, 0},  {false, 1, 1}, {true, 2, 1},  {false, 0, 0}, {true, 3, 1},  {false, 1, 0},
+      {false, 2, 1}, {false, 3, 1}, {false, 2, 0}, {false, 3, 0}};
+  EXPECT_EQ(a, want);
+}
+
+TEST(PipelineSchedule, InterleavedInFlightIsTheWarmUpPlusOne) {
+  for_each_interleaved([](int p, int v, int m) {
+    for (int s = 0; s < p; ++s) {
+      const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, m * v);
+      EXPECT_EQ(max_in_flight(pipeline_schedule(PipelineScheduleKind::kInterleaved, p, s, m, v)),
+                std::min(warmup + 1, m * v))
+          << "p=" << p << " v=" << v << " m=" << m << " s=" << s;
+    }
+  });
+}
+
+TEST(PipelineSchedule, InterleavedBubbleFallsToTheIdealOne) {
+  for_each_interleaved([](int p, int v, int m) {
+    const std::vector<double> idle = simulate_pipeline(all_stages(PipelineScheduleKind::kInterleaved, p, m, v), 1, 2);
+    for (int s = 0; s < p; ++s)
+      EXPECT_NEAR(idle[static_cast<size_t>(s)], static_cast<double>(p - 1) / (v * m + p - 1), 1e-9)
+          << "p=" << p << " v=" << v << " m=" << m << " stage " << s;
+  });
+  EXPECT_NEAR(ideal_bubble_fraction(2, 4, 2), 1.0 / 9, 1e-15);
+}
+
+TEST(PipelineSchedule, InterleavedRefusesWhatMegatronRefuses) {
+  EXPECT_THROW(pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, 0, 3, 2), Error);
+  EXPECT_THROW(pipeline_schedule(PipelineScheduleKind::k1F1B, 2, 0, 4, 2), Error);
+  try {
+    pipeline_schedule(PipelineScheduleKind::kInterleaved, 4, 0, 6, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("6 micro-batches, pp=4"), std::string::npos) << e.what();
+  }
+}
+
+std::vector<std::vector<PipelineStep>> all_steps(PipelineScheduleKind kind, int p, int m, int v, bool forward_only) {
+  std::vector<std::vector<PipelineStep>> steps;
+  for (int s = 0; s < p; ++s) {
+    auto a = pipeline_schedule(kind, p, s, m, v);
+    if (forward_only) a = forward_passes(a);
+    steps.push_back(pipeline_steps(a, p, s, v, !forward_only && pairs_passes(kind, p, m)));
+  }
+  return steps;
+}
+
+TEST(PipelineTransfers, EveryScheduleCompletesUnderRendezvous) {
+  for (bool forward_only : {false, true}) {
+    for (PipelineScheduleKind kind : kKinds)
+      for (int p = 2; p <= 5; ++p)
+        for (int m = 1; m <= 9; ++m) EXPECT_NO_THROW(check_transfers(all_steps(kind, p, m, 1, forward_only)));
+    for_each_interleaved([&](int p, int v, int m) {
+      EXPECT_NO_THROW(check_transfers(all_steps(PipelineScheduleKind::kInterleaved, p, m, v, forward_only)))
+          << "p=" << p << " v=" << v << " m=" << m;
+    });
+  }
+}
+
+TEST(PipelineTransfers, OnePassUnitsDeadlockInterleavedSchedules) {
+  // Why the interleaved steady state pairs its passes (pipeline_transfers.h).
+  std::vector<std::vector<PipelineStep>> steps;
+  for (int s = 0; s < 2; ++s)
+    steps.push_back(pipeline_steps(pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, s, 4, 2), 2, s, 2, false));
+  EXPECT_THROW(check_transfers(steps), Error);
+}
+
+TEST(PipelineTransfers, EachPassReceivesItsInputAndSendsItsOutputOnce) {
+  // Stage 1 of 2 with v = 2: chunks 1 and 3; chunk 3 is the last (no sends onward).
+  const auto a = pipeline_schedule(PipelineScheduleKind::kInterleaved, 2, 1, 4, 2);
+  int receives = 0, sends = 0;
+  std::set<int> tags;
+  for (const PipelineStep& st : pipeline_steps(a, 2, 1, 2, true))
+    for (const PipelineTransfer& t : st.transfers) {
+      (t.send ? sends : receives) += 1;
+      EXPECT_EQ(t.peer, 0);
+      tags.insert(t.tag);
+    }
+  // Forward: chunks 1 and 3 receive (8); backward: chunk 1 receives (4); chunk 1
+  // sends forward (4); both send gradients back (8).
+  EXPECT_EQ(receives, 12);
+  EXPECT_EQ(sends, 12);
+  EXPECT_EQ(tags.size(), 6u);  // activations into chunks 1, 2, 3; gradients into 0, 1, 2
 }
 
 TEST(StageRange, SplitsLayersEvenlyExtraOnTheFirstStages) {

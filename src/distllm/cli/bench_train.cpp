@@ -100,7 +100,10 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.batch = B, o.seq_len = T, o.steps = warmup + steps;
   o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per step"));
   o.micro_batches = static_cast<int>(args.get_int("micro-batches", 1, "with --mesh pp=P: micro-batches per step"));
-  o.pipeline_schedule = parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --mesh pp=P: gpipe | 1f1b"));
+  o.pipeline_schedule =
+      parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --mesh pp=P: gpipe | 1f1b | interleaved"));
+  o.virtual_stages = static_cast<int>(
+      args.get_int("virtual-stages", 1, "with --pp-schedule interleaved: model chunks per pipeline stage"));
   o.checkpointing = ActivationCheckpointing::parse(args.get_string("activation-checkpointing", "none", "none | all | every:K"));
   o.compute_dtype = kernels::parse_compute_dtype(
       args.get_string("compute-dtype", "f32", "f32 | bf16: the linear products (MFU also against the bf16 peak)"));
@@ -120,7 +123,9 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   for (auto& t : toks) t = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size)));
   TokenDataset data = TokenDataset::from_tokens(std::move(toks), static_cast<uint32_t>(cfg.vocab_size), "random");
 
-  ModelParallelGroups groups = make_model_parallel_groups(mesh, world, cfg, sequence_parallel);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh, world, cfg, sequence_parallel, o.virtual_stages);
+  if (groups.pipeline.active())
+    check_pipeline_schedule(o.pipeline_schedule, groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages);
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
                   groups.pipeline);
   dp.init_weights(1);
@@ -176,7 +181,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     bubble.push_back(median(v));
   }
   const double ideal_bubble = groups.pipeline.active()
-                                  ? ideal_bubble_fraction(groups.pipeline.range.stages, o.micro_batches)
+                                  ? ideal_bubble_fraction(groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages)
                                   : 0.0;
   const int64_t n_params = matmul_params(cfg);
   // PaLM's count: 6 N per token for the matmuls (forward + backward) plus
@@ -208,6 +213,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     if (!bubble.empty()) {
       j["pp_schedule"] = pipeline_schedule_name(o.pipeline_schedule);
       j["micro_batches"] = o.micro_batches;
+      j["virtual_stages"] = o.virtual_stages;
       j["bubble"] = bubble;
       j["bubble_ideal"] = ideal_bubble;
     }
@@ -224,8 +230,10 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   if (!bubble.empty()) {
     std::string per;
     for (double b : bubble) per += strprintf(" %.1f%%", 100 * b);
-    std::printf("bubble:     %s per stage (median; %s, %d micro-batches: ideal (p-1)/(m+p-1) = %.1f%%)\n",
-                per.c_str(), pipeline_schedule_name(o.pipeline_schedule), o.micro_batches, 100 * ideal_bubble);
+    std::printf("bubble:     %s per stage (median; %s, %d micro-batches, %d chunk%s per stage: ideal (p-1)/(v*m+p-1) = "
+                "%.1f%%)\n",
+                per.c_str(), pipeline_schedule_name(o.pipeline_schedule), o.micro_batches, o.virtual_stages,
+                o.virtual_stages == 1 ? "" : "s", 100 * ideal_bubble);
   }
   std::printf("tokens/s:    %.0f (the job)\n", tok_s);
   std::printf("GFLOP/s:     %.1f  (%.3g GFLOP/step: 6 x %.2fM matmul params + attention, per token)\n", gflops,

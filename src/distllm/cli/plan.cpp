@@ -34,7 +34,12 @@ int run_plan(Args& args) {
   const std::string cp =
       args.get_string("cp", "1", "context-parallel size, or 'all': every size that cuts --seq into 2 x cp chunks");
   in.micro_batches = static_cast<int>(args.get_int("micro-batches", 1, "with --pp: micro-batches of --batch per step"));
-  in.pp_schedule = parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --pp: gpipe | 1f1b"));
+  in.pp_schedule =
+      parse_pipeline_schedule(args.get_string("pp-schedule", "1f1b", "with --pp: gpipe | 1f1b | interleaved"));
+  in.virtual_stages = static_cast<int>(
+      args.get_int("virtual-stages", 1, "with --pp-schedule interleaved: model chunks per stage (>= 2)"));
+  DL_CHECK(in.virtual_stages == 1 || in.pp_schedule == PipelineScheduleKind::kInterleaved,
+           "--virtual-stages %d needs --pp-schedule interleaved", in.virtual_stages);
   in.sequence_parallel = args.get_flag("sequence-parallel", "with tp > 1: Megatron sequence parallelism");
   in.hosts = static_cast<int>(args.get_int("hosts", 1, "hosts the ranks span (hsdp shards inside a host)"));
   in.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per data-parallel rank"));

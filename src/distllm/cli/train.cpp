@@ -76,6 +76,7 @@ ConfigFields job_fields(const ModelConfig& cfg, const TrainOptions& o, const Par
   f.emplace_back("--grad-accum", std::to_string(o.grad_accum));
   f.emplace_back("--micro-batches", std::to_string(o.micro_batches));
   f.emplace_back("--pp-schedule", pipeline_schedule_name(o.pipeline_schedule));
+  f.emplace_back("--virtual-stages", std::to_string(o.virtual_stages));
   f.emplace_back("--steps", std::to_string(o.steps));
   f.emplace_back("--lr", strprintf("%.17g", o.schedule.max_lr));
   f.emplace_back("--min-lr", strprintf("%.17g", o.schedule.min_lr));
@@ -227,7 +228,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.micro_batches = static_cast<int>(
       args.get_int("micro-batches", 1, "pipeline parallelism (--mesh pp=P): micro-batches of --batch per step"));
   o.pipeline_schedule = parse_pipeline_schedule(
-      args.get_string("pp-schedule", "1f1b", "pipeline parallelism: gpipe | 1f1b (see docs/parallelism.md)"));
+      args.get_string("pp-schedule", "1f1b", "pipeline parallelism: gpipe | 1f1b | interleaved (see docs/parallelism.md)"));
+  o.virtual_stages = static_cast<int>(args.get_int(
+      "virtual-stages", 1, "with --pp-schedule interleaved: model chunks per pipeline stage (V >= 2)"));
   o.steps = args.get_int("steps", 100, "optimizer steps");
   o.schedule.max_lr = args.get_double("lr", 6e-4, "peak learning rate");
   o.schedule.min_lr = args.get_double("min-lr", -1, "final learning rate (default lr/10)");
@@ -367,9 +370,11 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     DL_CHECK(problem.empty(), "--out %s", problem.c_str());
   }
 
-  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel);
+  ModelParallelGroups groups = make_model_parallel_groups(mesh_text, world, cfg, sequence_parallel, o.virtual_stages);
   DL_CHECK(groups.pipeline.active() || o.micro_batches == 1,
            "--micro-batches %d needs pipeline parallelism (--mesh pp=P); use --grad-accum otherwise", o.micro_batches);
+  if (groups.pipeline.active())
+    check_pipeline_schedule(o.pipeline_schedule, groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages);
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
                   groups.pipeline);
   if (init_from) {
@@ -393,10 +398,12 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                 threads == 1 ? "" : "s");
     if (groups.mesh) std::printf("mesh: %s\n", groups.describe().c_str());
     if (groups.pipeline.active())
-      std::printf("pipeline: %d stages, %s schedule, %d micro-batches (ideal bubble %.1f%%); rank 0 holds %s\n",
-                  groups.pipeline.range.stages, pipeline_schedule_name(o.pipeline_schedule), o.micro_batches,
-                  100 * ideal_bubble_fraction(groups.pipeline.range.stages, o.micro_batches),
-                  groups.pipeline.range.describe().c_str());
+      std::printf("pipeline: %d stages, %s schedule%s, %d micro-batches (ideal bubble %.1f%%); rank 0 holds %s\n",
+                  groups.pipeline.layers.stages, pipeline_schedule_name(o.pipeline_schedule),
+                  o.virtual_stages > 1 ? strprintf(" of %d chunks per stage", o.virtual_stages).c_str() : "",
+                  o.micro_batches,
+                  100 * ideal_bubble_fraction(groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages),
+                  groups.pipeline.layers.describe().c_str());
     std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d %s = %.0f tokens/step, "
                 "%lld steps, lr %g -> %g (%s, warmup %lld), %s compute%s\n",
                 o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", micro_steps,

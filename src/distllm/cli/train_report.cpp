@@ -125,7 +125,7 @@ std::string TrainReport::bubble_summary() const {
   std::string line = "pipeline bubble (mean of steps 2..):";
   for (size_t k = 0; k < bubble_sums_.size(); ++k)
     line += strprintf(" stage %zu %.1f%%", k, 100 * bubble_sums_[k] / static_cast<double>(bubble_steps_));
-  return line + strprintf(" | ideal (p-1)/(m+p-1) = %.1f%%", 100 * ideal_bubble_);
+  return line + strprintf(" | ideal (p-1)/(v*m+p-1) = %.1f%%", 100 * ideal_bubble_);
 }
 
 void TrainReport::note(const std::string& line) {

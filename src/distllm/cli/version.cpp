@@ -25,7 +25,8 @@ int run_version(Args& args) {
               isa_name(active));
   std::printf("training --compute-dtype bf16: %s\n",
               kernels::gemm_bf16_available() ? "available (vdpbf16ps GEMM)" : kernels::gemm_bf16_unavailable_reason());
-  std::printf("decode linears: f32/bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_q8_path());
+  std::printf("decode linears: f32 %s, bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_bf16_path(),
+              kernels::linear_bi_q8_path());
   std::printf("threads: %d\n", available_cpus());
   return 0;
 }

@@ -118,9 +118,47 @@ void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, c
   }
 }
 
+void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w,
+                         const float* bias, int mr, int g0, int g1) {
+  // The SIMD tiles' sums in their order: lane (row j, pair i) of chunk c adds the
+  // odd element's product, then the even one's, into the accumulator of c's parity;
+  // the parities are added lane by lane, then each row's four lanes pairwise.
+  constexpr int L = PackedLinear::kLanes, R = PackedLinear::kRows;
+  for (int g = g0; g < g1; ++g) {
+    const uint16_t* p = static_cast<const uint16_t*>(w.group_data(g));
+    for (int j = 0; j < R && g * R + j < w.N(); ++j) {
+      const int n = g * R + j;
+      for (int r = 0; r < mr; ++r) {
+        const uint16_t* xr = x.row(row0 + r);
+        float acc[2][4] = {};
+        for (int c = 0; c < w.k_chunks(); ++c)
+          for (int i = 0; i < 4; ++i) {
+            const uint16_t* wp = p + (c * R + j) * L + 2 * i;
+            const uint16_t* xp = xr + c * L + 2 * i;
+            float& a = acc[c & 1][i];
+            a = std::fma(bf16_to_f32(xp[1]), bf16_to_f32(wp[1]), a);
+            a = std::fma(bf16_to_f32(xp[0]), bf16_to_f32(wp[0]), a);
+          }
+        float v[4];
+        for (int i = 0; i < 4; ++i) v[i] = acc[0][i] + acc[1][i];
+        out[r * ldo + n] = ((v[0] + v[1]) + (v[2] + v[3])) + (bias ? bias[n] : 0.0f);
+      }
+    }
+  }
+}
+
 }  // namespace scalar
 
 namespace {
+
+using Bf16Tile = void (*)(float*, int64_t, const Bf16Rows&, int64_t, const PackedLinear&, const float*, int, int,
+                          int);
+
+Bf16Tile bf16_tile() {
+  if (use_avx512() && cpu_features().avx512_bf16) return avx512::linear_bi_bf16_tile;
+  if (use_avx2()) return avx2::linear_bi_bf16_tile;
+  return scalar::linear_bi_bf16_tile;
+}
 
 using Q8Tile = void (*)(float*, int64_t, const Q8Rows&, int64_t, const PackedLinear&, const float*, int, int, int);
 
@@ -137,19 +175,32 @@ const char* linear_bi_q8_path() {
   return t == avx512::linear_bi_q8_tile ? "avx512_vnni" : t == avx2::linear_bi_q8_tile ? "avx2" : "scalar";
 }
 
+const char* linear_bi_bf16_path() {
+  const Bf16Tile t = bf16_tile();
+  return t == avx512::linear_bi_bf16_tile ? "avx512_bf16" : t == avx2::linear_bi_bf16_tile ? "avx2" : "scalar";
+}
+
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                int64_t M) {
   if (M <= 0 || w.N() <= 0) return;
   auto f32_tile = use_avx512() ? avx512::linear_bi_tile : use_avx2() ? avx2::linear_bi_tile : scalar::linear_bi_tile;
-  // int8: x quantized once per call (per row, so still batch-invariant).
-  const bool q8 = w.dtype() == DType::kI8;
-  thread_local Q8Rows scratch;
-  Q8Rows& xq = scratch;  // the caller's: a thread_local named inside the tasks would be each worker's own
-  if (q8) quantize_q8_rows(x, ldx, M, w.K(), xq);
-  const Q8Tile q8_kernel = q8 ? q8_tile() : nullptr;
+  // int8 and bf16: x quantized / rounded once per call (per row, so still
+  // batch-invariant), into the caller's buffers (a thread_local named inside the
+  // tasks would be each worker's own).
+  thread_local Q8Rows q8_scratch;
+  thread_local Bf16Rows bf16_scratch;
+  Q8Rows& xq = q8_scratch;
+  Bf16Rows& xb = bf16_scratch;
+  const DType dt = w.dtype();
+  if (dt == DType::kI8) quantize_q8_rows(x, ldx, M, w.K(), xq);
+  if (dt == DType::kBF16) round_bf16_rows(x, ldx, M, w.K(), xb);
+  const Q8Tile q8_kernel = dt == DType::kI8 ? q8_tile() : nullptr;
+  const Bf16Tile bf16_kernel = dt == DType::kBF16 ? bf16_tile() : nullptr;
   auto tile = [&](float* o, const float* xr, int mr, int g0, int g1, int ahead, int phase, int period) {
-    if (q8) {
+    if (q8_kernel) {
       q8_kernel(o, ldo, xq, (xr - x) / ldx, w, bias, mr, g0, g1);
+    } else if (bf16_kernel) {
+      bf16_kernel(o, ldo, xb, (xr - x) / ldx, w, bias, mr, g0, g1);
     } else {
       f32_tile(o, ldo, xr, ldx, w, bias, mr, g0, g1, ahead, phase, period);
     }

@@ -12,13 +12,6 @@ struct F32Weights {
   using Elem = float;
   static __m256 load(const float* p, int j) { return _mm256_load_ps(p + j * 8); }
 };
-struct BF16Weights {
-  using Elem = uint16_t;
-  static __m256 load(const uint16_t* p, int j) {
-    const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p + j * 8));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-};
 
 // MR rows of x against one packed group of 4 weight rows: 4*MR accumulators, each
 // seeing the k-chunks in ascending order and nothing else, so the tiling cannot

@@ -1,10 +1,9 @@
-// AVX-512 tiles of the batch-invariant linear (linear_bi.h). A 512-bit register holds
+// AVX-512 tiles of the batch-invariant linear (linear_bi.h), f32 weights. A 512-bit register holds
 // the same k-chunk of two adjacent packed rows (j, j+1: contiguous in the packed
 // layout), against the chunk of x broadcast into both halves. Each 256-bit half
 // therefore sees exactly the FMAs, in exactly the order, of the AVX2 kernel's
 // accumulator for that row, and the final horizontal sum is the AVX2 one: results
-// are bit-identical to the AVX2 path, with half the instructions per weight (what
-// limits bf16 decode, where widening the weights costs more than the FMA).
+// are bit-identical to the AVX2 path, with half the instructions per weight.
 // g++ 12's AVX-512 headers build some intrinsics from _mm512_undefined_ps() and
 // then warn about it when inlined: a header bug, not ours (as in gemm_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -31,13 +30,6 @@ inline __m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4
 struct F32Weights {
   using Elem = float;
   static __m512 load(const float* p, int h) { return _mm512_load_ps(p + h * 16); }
-};
-struct BF16Weights {
-  using Elem = uint16_t;
-  static __m512 load(const uint16_t* p, int h) {
-    const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + h * 16));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
-  }
 };
 
 template <int MR, class W>

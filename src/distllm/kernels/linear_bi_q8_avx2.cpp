@@ -27,8 +27,11 @@ inline __m256 block_scales(const float* sw4) {  // [s0 s0 s1 s1 s2 s2 s3 s3]
 }
 
 template <int MR>
-void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const int8_t* p, const float* scales,
-                   int k_chunks, const float* bias, int n0, int n_valid) {
+void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& pw, int g,
+                     const float* bias, int n0, int n_valid) {
+  const int8_t* p = static_cast<const int8_t*>(pw.group_data(g));
+  const float* scales = pw.group_scales(g);
+  const int k_chunks = pw.k_chunks();
   const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* xr[MR];
   const float* xs[MR];
@@ -39,6 +42,7 @@ void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const
     __m256i dot[MR];
     for (int r = 0; r < MR; ++r) dot[r] = _mm256_setzero_si256();
     for (int c = c0; c < c1; ++c, p += 32) {
+      if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kRowsPrefetchBytes, _MM_HINT_T0);
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
       for (int r = 0; r < MR; ++r) {
         const __m256i xv = broadcast_chunk(xr[r] + c * 8);
@@ -59,6 +63,11 @@ void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const
 
 }  // namespace
 
-#include "distllm/kernels/linear_bi_q8_tile_loop.h"
+#include "distllm/kernels/linear_bi_rows_tile_loop.h"
+
+void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
+                       const float* bias, int mr, int g0, int g1) {
+  rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);
+}
 
 }  // namespace distllm::kernels::avx2

@@ -26,8 +26,11 @@ inline __m256 block_scales(const float* sw4) {
 }
 
 template <int MR>
-void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const int8_t* p, const float* scales,
-                   int k_chunks, const float* bias, int n0, int n_valid) {
+void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& pw, int g,
+                     const float* bias, int n0, int n_valid) {
+  const int8_t* p = static_cast<const int8_t*>(pw.group_data(g));
+  const float* scales = pw.group_scales(g);
+  const int k_chunks = pw.k_chunks();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i pair_index = _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0);
   const int8_t* xr[MR];
@@ -44,6 +47,7 @@ void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const
     for (int r = 0; r < MR; ++r) dot[r] = _mm512_setzero_si512();
     int c = c0;
     for (; c + 1 < c1; c += 2, p += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kRowsPrefetchBytes, _MM_HINT_T0);
       const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
       for (int r = 0; r < MR; ++r) {
         const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + c * 8));
@@ -81,6 +85,11 @@ void q8_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const
 
 }  // namespace
 
-#include "distllm/kernels/linear_bi_q8_tile_loop.h"
+#include "distllm/kernels/linear_bi_rows_tile_loop.h"
+
+void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
+                       const float* bias, int mr, int g0, int g1) {
+  rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);
+}
 
 }  // namespace distllm::kernels::avx512

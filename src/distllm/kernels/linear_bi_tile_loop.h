@@ -1,9 +1,9 @@
 // The part of linear_bi's tile kernels that is the same for every ISA: walking the
-// row groups of a packed weight, and choosing the tile height and the weight dtype.
+// row groups of a packed f32 weight, and choosing the tile height.
 // Each ISA's file includes this inside its own namespace (compiled with its own
-// target flags), after defining `group_tile<MR, W>` and the weight loaders
-// F32Weights and BF16Weights; it then gets that ISA's linear_bi_tile (int8 weights
-// have their own tiles: linear_bi_q8_tile_loop.h).
+// target flags), after defining `group_tile<MR, W>` and the weight loader
+// F32Weights; it then gets that ISA's linear_bi_tile (int8 and bf16 weights have
+// their own tiles: linear_bi_rows_tile_loop.h).
 // Not a normal header: no include guard, no includes of its own.
 
 namespace {
@@ -36,13 +36,7 @@ void tile_dispatch(float* out, int64_t ldo, const float* x, int64_t ldx, const P
 
 void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                     int mr, int g0, int g1, int prefetch_groups, int phase, int period) {
-  DL_CHECK(w.dtype() != DType::kI8, "internal error: int8 weights run in linear_bi_q8_tile");
-  switch (w.dtype()) {
-    case DType::kBF16:
-      tile_dispatch<BF16Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);
-      break;
-    default:
-      tile_dispatch<F32Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);
-      break;
-  }
+  DL_CHECK(w.dtype() == DType::kF32, "internal error: %s weights run in their own tiles (linear_bi_rows_tile_loop.h)",
+           dtype_short_name(w.dtype()));
+  tile_dispatch<F32Weights>(out, ldo, x, ldx, w, bias, mr, g0, g1, prefetch_groups, phase, period);
 }

@@ -36,8 +36,8 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, bool 
 
 ParamLayout::ParamLayout(const ModelConfig& c) : ParamLayout(c, StageRange::whole(c.n_layer)) {}
 
-ParamLayout::ParamLayout(const ModelConfig& c, const StageRange& stage) : config_(c) {
-  DL_CHECK(stage.n_layer == c.n_layer, "pipeline stage of a %d-layer model used with a %d-layer one", stage.n_layer,
+ParamLayout::ParamLayout(const ModelConfig& c, const StageChunks& stage) : config_(c) {
+  DL_CHECK(stage.n_layer() == c.n_layer, "pipeline stage of a %d-layer model used with a %d-layer one", stage.n_layer(),
            c.n_layer);
   keep_.push_back(stage.holds_embedding(c.tie_embeddings));
   for (int i = 0; i < c.n_layer; ++i) keep_.push_back(stage.has_layer(i));

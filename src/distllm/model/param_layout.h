@@ -27,6 +27,8 @@
 //
 // A pipeline stage's layout keeps every group (so group numbers are the same on
 // every stage) but leaves the groups it does not hold empty: no tensors, no floats.
+// Under the interleaved schedule a stage holds several chunks of layers, with the
+// other stages' groups empty between them.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@
 
 #include "distllm/kernels/matmul.h"
 #include "distllm/model/config.h"
-#include "distllm/model/stage_range.h"
+#include "distllm/model/stage_chunks.h"
 
 namespace distllm {
 
@@ -87,9 +89,10 @@ struct HeadTensors {
 class ParamLayout {
  public:
   explicit ParamLayout(const ModelConfig& config);
-  // The groups `stage` holds (its layers, the embedding when it holds_embedding, the
-  // head on the last stage); the others are empty.
-  ParamLayout(const ModelConfig& config, const StageRange& stage);
+  // The groups pipeline rank `stage` holds (the layers of all its chunks, the
+  // embedding when it holds_embedding, the head with the last chunk); the others
+  // are empty.
+  ParamLayout(const ModelConfig& config, const StageChunks& stage);
 
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }

@@ -52,9 +52,10 @@ StageRange StageRange::for_model(const ModelConfig& config, int stages, int stag
   return split(config.n_layer, stages, stage, head_cost(config));
 }
 
-std::string StageRange::describe() const {
-  std::string s = strprintf("stage %d/%d: ", stage, stages);
-  if (first()) s += "embedding + ";
+std::string StageRange::describe() const { return strprintf("stage %d/%d: ", stage, stages) + describe_layers(); }
+
+std::string StageRange::describe_layers() const {
+  std::string s = first() ? "embedding + " : "";
   s += layers() == 1 ? strprintf("layer %d", begin) : strprintf("layers %d-%d", begin, end - 1);
   if (last()) s += " + head";
   return s;

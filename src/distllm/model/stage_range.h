@@ -39,7 +39,8 @@ struct StageRange {
   // The embedding table is needed by the first stage, and by the last when the
   // output head is tied to it (it keeps a copy, as Megatron-LM does).
   bool holds_embedding(bool tied) const { return first() || (last() && tied); }
-  std::string describe() const;  // "stage 1/4: layers 3-5 + head"
+  std::string describe() const;         // "stage 1/4: layers 3-5 + head"
+  std::string describe_layers() const;  // "layers 3-5 + head"
 };
 
 }  // namespace distllm

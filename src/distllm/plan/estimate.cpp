@@ -3,6 +3,8 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
+#include "distllm/model/stage_chunks.h"
+#include "distllm/train/pipeline_parallel.h"
 #include "distllm/model/param_layout.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/plan/graph_costs.h"
@@ -60,16 +62,21 @@ struct Job {
     graph.kv_replicas = in.tp > 1 ? tp_plan.kv_replicas() : 1;
     graph.checkpointing = in.checkpointing;
   }
-  StageRange stage(int s) const {
-    return in.pp > 1 ? StageRange::for_model(in.model, in.pp, s) : StageRange::whole(in.model.n_layer);
+  int virtual_stages() const {
+    return in.pp > 1 && in.pp_schedule == PipelineScheduleKind::kInterleaved ? in.virtual_stages : 1;
+  }
+  // The layers of stage s: one range, or v chunks under the interleaved schedule.
+  StageChunks stage(int s) const {
+    return in.pp > 1 ? StageChunks::for_model(in.model, in.pp, s, virtual_stages())
+                     : StageChunks(StageRange::whole(in.model.n_layer));
   }
   // The rank's flat buffers: the tp shard's, or the stage's groups of it.
-  ParamLayout layout(const StageRange& stage) const {
+  ParamLayout layout(const StageChunks& stage) const {
     return in.pp > 1 ? ParamLayout(tp_plan.local(), stage) : tp_plan.local_layout();
   }
-  // Activation sets a stage keeps: one per micro-batch in flight (PipelineParallel's graph slots).
-  int slots(int s) const {
-    return in.pp > 1 ? max_in_flight(pipeline_schedule(in.pp_schedule, in.pp, s, in.micro_batches)) : 1;
+  // Activation sets each chunk of a stage keeps: PipelineParallel's graphs.
+  std::vector<int> slots(const StageChunks& stage) const {
+    return in.pp > 1 ? PipelineParallel::graph_counts(in.pp_schedule, stage, in.micro_batches) : std::vector<int>{1};
   }
 };
 
@@ -83,7 +90,7 @@ struct StageCost {
   double compute_s = 0;             // the stage's passes of one step
 };
 
-MemoryPlan stage_memory(const Job& job, const StageRange& stage, int s, const ParamLayout& layout,
+MemoryPlan stage_memory(const Job& job, const StageChunks& stage, const ParamLayout& layout,
                         const std::vector<Bucket>& buckets) {
   const PlanInput& in = job.in;
   const ParallelConfig& pc = in.parallel;
@@ -97,9 +104,12 @@ MemoryPlan stage_memory(const Job& job, const StageRange& stage, int s, const Pa
   m.master = (pc.shards_params() || bf16_params) ? owned * kF32 : 0;
   m.grads = pc.shards_grads() ? owned * kF32 : total * kF32;
   m.optimizer = 2 * owned * kF32;
-  GraphShape g = job.graph;
-  g.stage = stage;
-  m.activations = job.slots(s) * activation_bytes(g);
+  const std::vector<int> slots = job.slots(stage);
+  for (size_t c = 0; c < stage.chunks.size(); ++c) {
+    GraphShape g = job.graph;
+    g.stage = stage.chunks[c];
+    m.activations += slots[c] * activation_bytes(g);
+  }
 
   // Gathered groups: the most alive at once as the graph walks the groups (the
   // current one, the prefetched next, a tied head's embedding). Groups another
@@ -109,7 +119,7 @@ MemoryPlan stage_memory(const Job& job, const StageRange& stage, int s, const Pa
     const int embed = layout.embed_group(), head = layout.head_group();
     const bool tied = layout.head_uses_embedding();
     const int next = pc.prefetch ? 1 : 0;
-    int64_t peak = span(embed) + next * span(layout.layer_group(stage.begin));
+    int64_t peak = span(embed) + next * span(layout.layer_group(stage.chunks.front().begin));
     int64_t layer = 0;
     for (int l = 0; l < cfg.n_layer; ++l) layer = std::max(layer, span(layout.layer_group(l)));
     peak = std::max(peak, layer * (1 + next));
@@ -212,8 +222,9 @@ void data_parallel_traffic(const Job& job, const ParamLayout& layout, const std:
   }
 }
 
-// Model-parallel communication per step, all of it blocking the computation.
-void model_parallel_traffic(const Job& job, const StageRange& stage, const ParamLayout& layout, StageCost& c) {
+// One model chunk's model-parallel traffic per step (a stage's one range, or each
+// of its chunks under the interleaved schedule), added to `c`.
+void chunk_traffic(const Job& job, const StageRange& stage, StageCost& c) {
   const PlanInput& in = job.in;
   const ModelConfig& cfg = job.tp_plan.local();
   const double tokens = static_cast<double>(job.graph.tokens()), act = tokens * cfg.n_embd * kF32;
@@ -233,31 +244,37 @@ void model_parallel_traffic(const Job& job, const StageRange& stage, const Param
   // exposed.
   if (in.cp > 1) {
     const double kv = tokens * cfg.n_kv_head * cfg.head_dim * kF32;
-    c.behind = ((stage.layers() + recomputed) * (in.cp - 1) * 2 * kv + stage.layers() * (in.cp - 1) * 2 * kv) * job.K;
+    c.behind += ((stage.layers() + recomputed) * (in.cp - 1) * 2 * kv + stage.layers() * (in.cp - 1) * 2 * kv) * job.K;
     per_micro += stage.layers() * in.cp * 2 * kv;
   }
-  c.blocking = per_micro * job.K;
-  // pp: each micro-batch's activations go to the next stage and their gradients
-  // come back from it.
-  if (in.pp > 1) c.p2p = ((stage.first() ? 0 : 1) + (stage.last() ? 0 : 1)) * act * job.K;
-  // The tied table's gradients, swapped by the first and last stage.
-  if (in.pp > 1 && layout.head_uses_embedding() && layout.has_group(layout.embed_group()))
-    c.blocking += static_cast<double>(layout.groups()[static_cast<size_t>(layout.embed_group())].size) * kF32;
+  c.blocking += per_micro * job.K;
+  // pp: each micro-batch's activations go to the next chunk's stage and their
+  // gradients come back from it.
+  if (in.pp > 1) c.p2p += ((stage.first() ? 0 : 1) + (stage.last() ? 0 : 1)) * act * job.K;
 }
 
+// Model-parallel communication per step: every chunk's, and a tied table's swap.
+void model_parallel_traffic(const Job& job, const StageChunks& chunks, const ParamLayout& layout, StageCost& c) {
+  for (const StageRange& chunk : chunks.chunks) chunk_traffic(job, chunk, c);
+  // The tied table's gradients, swapped by the first and last stage.
+  if (job.in.pp > 1 && layout.head_uses_embedding() && layout.has_group(layout.embed_group()))
+    c.blocking += static_cast<double>(layout.groups()[static_cast<size_t>(layout.embed_group())].size) * kF32;
+}
 StageCost stage_cost(const Job& job, int s, const MachineRates& rates) {
   const PlanInput& in = job.in;
-  const StageRange stage = job.stage(s);
+  const StageChunks stage = job.stage(s);
   const ParamLayout layout = job.layout(stage);
   const ParallelConfig& pc = in.parallel;
   const std::vector<Bucket> buckets =
       make_buckets(layout, mib_to_floats(pc.bucket_mb), mib_to_floats(pc.first_bucket_mb));
   StageCost c;
-  c.memory = stage_memory(job, stage, s, layout, buckets);
+  c.memory = stage_memory(job, stage, layout, buckets);
   data_parallel_traffic(job, layout, buckets, c);
   model_parallel_traffic(job, stage, layout, c);
   const double tokens = static_cast<double>(job.graph.tokens()) * job.K;
-  c.compute_s = flops_per_token(in.model, in.seq, in.checkpointing, stage) / in.tp * tokens / (rates.gemm_gflops * 1e9);
+  double flops = 0;
+  for (const StageRange& chunk : stage.chunks) flops += flops_per_token(in.model, in.seq, in.checkpointing, chunk);
+  c.compute_s = flops / in.tp * tokens / (rates.gemm_gflops * 1e9);
   return c;
 }
 
@@ -285,6 +302,12 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
            2 * in.cp, in.seq, 2 * in.cp);
   DL_CHECK(rates.gemm_gflops > 0 && rates.busbw_gbs > 0, "plan: rates must be positive");
   in.model.validate();
+  if (in.pp > 1) {
+    check_pipeline_schedule(in.pp_schedule, in.pp, in.micro_batches, in.virtual_stages);
+    DL_CHECK(in.pp * in.virtual_stages <= in.model.n_layer || in.pp_schedule != PipelineScheduleKind::kInterleaved,
+             "plan: --pp %d x --virtual-stages %d model chunks but the model has %d layers: each chunk needs one", in.pp,
+             in.virtual_stages, in.model.n_layer);
+  }
   const Job job(in);
   DL_CHECK(in.parallel.strategy != Strategy::kNone || job.reducers == 1,
            "plan: strategy none runs one data-parallel rank, but there are %d (dp x cp)", job.reducers);
@@ -293,9 +316,11 @@ Estimate estimate(const PlanInput& in, const MachineRates& rates, double memory_
   e.input = in;
   const double bw = rates.busbw_gbs * 1e9;
   // The pipeline's makespan: the stages run (m + p - 1) slots of one micro-batch's
-  // passes (and sends); each stage's data-parallel reductions run in its last
-  // backward, so only that micro-batch's compute can hide them.
-  const double stretch = static_cast<double>(job.K + in.pp - 1) / job.K;
+  // passes (and sends), (v·m + p - 1) slots of one chunk's under the interleaved
+  // schedule; each stage's data-parallel reductions run in its last backward, so
+  // only that micro-batch's compute can hide them.
+  const double slots_run = static_cast<double>(job.virtual_stages()) * job.K;
+  const double stretch = (slots_run + in.pp - 1) / slots_run;
   for (int s = 0; s < in.pp; ++s) {
     const StageCost c = stage_cost(job, s, rates);
     e.stage_memory.push_back(c.memory);

@@ -4,6 +4,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
+#include "distllm/model/stage_chunks.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/plan/plan.h"
 
@@ -24,6 +25,10 @@ bool fits_model(const PlanInput& in) {
   if (in.pp > in.model.n_layer || in.seq % (2 * in.cp) != 0) return false;
   try {
     TensorParallelPlan check(in.model, in.tp, 0);
+    // The interleaved schedule: m a multiple of p, a layer for every chunk.
+    if (in.pp > 1) StageChunks::for_model(in.model, in.pp, 0, in.pp_schedule == PipelineScheduleKind::kInterleaved
+                                                                   ? in.virtual_stages : 1);
+    if (in.pp > 1) check_pipeline_schedule(in.pp_schedule, in.pp, in.micro_batches, in.virtual_stages);
   } catch (const Error&) {
     return false;
   }
@@ -103,7 +108,10 @@ std::string describe_layout(const Estimate& e) {
   const PlanInput& in = e.input;
   std::string s = strprintf("dp%d tp%d%s pp%d", in.world / (in.tp * in.pp * in.cp), in.tp,
                             in.sequence_parallel && in.tp > 1 ? "+sp" : "", in.pp);
-  if (in.pp > 1) s += strprintf("(%s,m%d)", pipeline_schedule_name(in.pp_schedule), in.micro_batches);
+  if (in.pp > 1 && in.pp_schedule == PipelineScheduleKind::kInterleaved)
+    s += strprintf("(interleaved v%d,m%d)", in.virtual_stages, in.micro_batches);
+  else if (in.pp > 1)
+    s += strprintf("(%s,m%d)", pipeline_schedule_name(in.pp_schedule), in.micro_batches);
   return s + strprintf(" cp%d", in.cp);
 }
 

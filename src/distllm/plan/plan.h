@@ -62,6 +62,7 @@ struct PlanInput {
   int grad_accum = 1;     // micro-batches accumulated per step without a pipeline
   int micro_batches = 1;  // pp > 1: the pipeline's micro-batches per step
   PipelineScheduleKind pp_schedule = PipelineScheduleKind::k1F1B;
+  int virtual_stages = 1;  // the interleaved schedule: model chunks per stage
   ParallelConfig parallel;
   ActivationCheckpointing checkpointing;
 };

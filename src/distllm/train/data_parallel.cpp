@@ -59,10 +59,10 @@ ParamLayout shard_layout(const ModelConfig& config, const TensorParallel& tp, co
   // The model this rank splits into stages: its tp shard, or the whole model.
   const ModelConfig& model = tp.plan ? tp.plan->local() : config;
   if (pp.active()) {
-    DL_CHECK(pp.range.stages == pp.group->size() && pp.range.stage == pp.group->rank(),
-             "internal error: pipeline stage %d/%d on rank %d of a pp group of %d", pp.range.stage, pp.range.stages,
+    DL_CHECK(pp.layers.stages == pp.group->size() && pp.layers.stage == pp.group->rank(),
+             "internal error: pipeline stage %d/%d on rank %d of a pp group of %d", pp.layers.stage, pp.layers.stages,
              pp.group->rank(), pp.group->size());
-    return ParamLayout(model, pp.range);
+    return ParamLayout(model, pp.layers);
   }
   return tp.plan ? tp.plan->local_layout() : ParamLayout(config);
 }
@@ -86,7 +86,7 @@ DataParallel::DataParallel(const ModelConfig& config, const ParallelConfig& para
       float w = 1.0f;
       if (tp_.active()) w = tp_.plan->norm_weight(*tp_.plan->local_layout().find(t.name));
       // A later stage's copy of a tied embedding: the first stage's counts.
-      if (pp_.active() && !pp_.range.first() && t.group == embed_group()) w = 0.0f;
+      if (pp_.active() && !pp_.layers.first() && t.group == embed_group()) w = 0.0f;
       norm_weights_.push_back(w);
     }
   }
@@ -238,7 +238,7 @@ std::string DataParallel::describe() const {
   if (tp_.active())
     s += strprintf(" per tensor-parallel shard, tp %d%s", tp_.plan->size(),
                    tp_.sequence_parallel ? " with sequence parallelism" : "");
-  if (pp_.active()) s += strprintf(" per pipeline stage (%s)", pp_.range.describe().c_str());
+  if (pp_.active()) s += strprintf(" per pipeline stage (%s)", pp_.layers.describe().c_str());
   if (world_ && world_->num_hosts() > 1) s += strprintf(" on %d hosts", world_->num_hosts());
   if (world_size() > 1) s += strprintf(" (shard %d x replicate %d)", shard_size(), replicas());
   s += strprintf(", %zu gradient bucket%s (cap %g MiB, first %g MiB), %s", buckets_.size(),
@@ -382,7 +382,7 @@ void DataParallel::gather_whole(const float* owned_state, float* out) {
       dst = tp_shard.data();
     }
     fill_zero(dst, model.total_size());
-    copy_common_tensors(layout_, shard.data(), model, dst, pp_.range.first() ? -1 : model.embed_group());
+    copy_common_tensors(layout_, shard.data(), model, dst, pp_.layers.first() ? -1 : model.embed_group());
     tracker_.blocking(model.total_size() * 4, [&] {
       pp_.group->allreduce(dst, static_cast<size_t>(model.total_size()), comm::DType::kF32);
     });
@@ -459,7 +459,7 @@ std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
 nlohmann::json DataParallel::mesh_json() const {
   nlohmann::json j = {{"shard", shard_size()}, {"replicate", replicas()}};
   if (tp_.plan) j["tp"] = tp_.plan->size();
-  if (pp_.active()) j["pp"] = pp_.range.stages;
+  if (pp_.active()) j["pp"] = pp_.layers.stages;
   return j;
 }
 
@@ -489,9 +489,9 @@ checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
   }
   // Every rank of the model's split (tp shards x pipeline stages) writes a part.
   const int tp_size = tp_.plan ? tp_.plan->size() : 1, tp_rank = tp_.plan ? tp_.plan->rank() : 0;
-  const int split = (pp_.active() ? pp_.range.stages : 1) * tp_size;
+  const int split = (pp_.active() ? pp_.layers.stages : 1) * tp_size;
   const int writers = world_size() * split;
-  const int writer = rank() * split + (pp_.active() ? pp_.range.stage : 0) * tp_size + tp_rank;
+  const int writer = rank() * split + (pp_.active() ? pp_.layers.stage : 0) * tp_size + tp_rank;
   const FlatRange part = ShardPlan(total, writers).owned(writer);
   checkpoint::ShardData d;
   d.begin = part.begin;
@@ -671,10 +671,26 @@ void DataParallel::apply_sparse_embedding_grads() {
 void DataParallel::end_micro_step(bool sync) {
   // The last stage's copy of a tied embedding has no embedding backward to report
   // it: its gradients (from the head) are final now.
-  if (sync && !pp_.range.first() && layout_.has_group(embed_group())) reducer_->group_ready(embed_group());
+  // A pass over one of several chunks leaves the others' buckets (see reduce_chunk),
+  // the table's copy among them.
+  if (sync && pp_.layers.virtual_stages() > 1)
+    reducer_->launch_remaining();
+  else if (sync && !pp_.layers.first() && layout_.has_group(embed_group()))
+    reducer_->group_ready(embed_group());
   if (sync) reducer_->finish();
   if (sync) apply_sparse_embedding_grads();
   if (gatherer_) gatherer_->release_all();
+}
+
+void DataParallel::reduce_chunk(const StageRange& chunk) {
+  DL_CHECK(full_grads_ != nullptr, "internal error: sharded gradients are reduced every pass");
+  // In the order backward finishes them; the tied table's copy with the head.
+  if (chunk.last()) {
+    reducer_->launch_bucket_of(head_group());
+    if (!chunk.first() && layout_.has_group(embed_group())) reducer_->launch_bucket_of(embed_group());
+  }
+  for (int l = chunk.end - 1; l >= chunk.begin; --l) reducer_->launch_bucket_of(layout_.layer_group(l));
+  if (chunk.first()) reducer_->launch_bucket_of(embed_group());
 }
 
 void DataParallel::end_forward_only() {
@@ -682,7 +698,7 @@ void DataParallel::end_forward_only() {
 }
 
 void DataParallel::sum_tied_embedding_grads() {
-  const StageRange& r = pp_.range;
+  const StageChunks& r = pp_.layers;
   if (!layout_.head_uses_embedding() || !layout_.has_group(embed_group()) || r.is_whole()) return;
   // The first and the last stage swap their (data-parallel reduced) gradients of the
   // table and add them. The stages lay the table out at different flat offsets, so

@@ -143,6 +143,13 @@ class DataParallel : public ParamSource {
   const TrainHooks* hooks(bool compute_grad, bool sync);
   // After a micro-step's backward: waits for its reductions (when sync).
   void end_micro_step(bool sync);
+  // A stage holding several chunks (the interleaved schedule) runs each backward
+  // pass over one chunk. Sharded gradients are reduced after every pass as usual
+  // (the buckets of the other chunks too, where a forward added to them: a tied
+  // head's); in a full gradient buffer, a chunk's gradients are final after its
+  // last micro-batch's backward, so reduce_chunk starts their reductions there, and
+  // the step's last pass (synced) waits for them all.
+  void reduce_chunk(const StageRange& chunk);
   OptimizerResult optimizer_step(double lr);
   // After a forward without gradients: frees gathered groups.
   void end_forward_only();

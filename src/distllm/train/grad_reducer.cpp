@@ -84,6 +84,18 @@ void GradReducer::skip_bucket_of(int group) {
   st.grads.release();
 }
 
+void GradReducer::launch_remaining() {
+  for (size_t b = 0; b < state_.size(); ++b) {
+    BucketState& st = state_[b];
+    if (st.launched) continue;
+    if (s_.full_grads || st.grads.size() > 0)
+      launch(static_cast<int>(b));
+    else
+      st.launched = true;  // no buffer: nothing was added to it
+  }
+  poll();
+}
+
 void GradReducer::launch(int b) {
   const Bucket& bk = s_.buckets[static_cast<size_t>(b)];
   BucketState& st = state_[static_cast<size_t>(b)];

@@ -59,6 +59,12 @@ class GradReducer {
   // do nothing.
   void launch_bucket_of(int group);
   void skip_bucket_of(int group);
+  // Starts every bucket not started in this micro-step whose gradients may be
+  // nonzero: all of them with a full gradient buffer, those with a bucket buffer
+  // otherwise (the rest are marked reduced). For a micro-step that computed only
+  // some of the groups: a pipeline stage's chunk (a later chunk's output head also
+  // adds to its gradients in forward).
+  void launch_remaining();
   // Moves finished reductions along without blocking.
   void poll();
   // Waits for every started reduction (all buckets must have been started).

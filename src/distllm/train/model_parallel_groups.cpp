@@ -40,11 +40,13 @@ int gradient_reduction_size(const std::string& mesh_text, int world_size) {
 }
 
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
-                                               const ModelConfig& config, bool sequence_parallel) {
+                                               const ModelConfig& config, bool sequence_parallel, int virtual_stages) {
   ModelParallelGroups g;
   g.data_parallel = world;
   g.sequence_parallel = sequence_parallel;
   DL_CHECK(!sequence_parallel || !mesh_text.empty(), "--sequence-parallel needs a --mesh with tp > 1");
+  DL_CHECK(virtual_stages == 1 || !mesh_text.empty(), "--virtual-stages %d needs pipeline parallelism (--mesh pp=P)",
+           virtual_stages);
   if (mesh_text.empty()) return g;
   const int world_size = world ? world->size() : 1;
   auto dims = parse(mesh_text, world_size);
@@ -57,7 +59,9 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   DL_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs a --mesh with tp > 1 (got %s)", mesh_text.c_str());
   // Refuse a model the tp size cannot split, or pp cannot, before any group is made.
   TensorParallelPlan check(config, tp, 0);
-  StageRange::for_model(config, pp, 0);
+  DL_CHECK(virtual_stages == 1 || pp > 1, "--virtual-stages %d needs pipeline parallelism (--mesh pp=P, got %s)",
+           virtual_stages, mesh_text.c_str());
+  StageChunks::for_model(config, pp, 0, virtual_stages);
   if (!world) return g;  // one process: a mesh of ones
   g.mesh = std::make_unique<comm::DeviceMesh>(world, dims);
   const bool has_cp = std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.first == "cp"; });
@@ -69,7 +73,7 @@ ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, con
   }
   if (pp > 1) {
     g.pipeline.group = g.mesh->group("pp");
-    g.pipeline.range = StageRange::for_model(config, pp, g.mesh->coord("pp"));
+    g.pipeline.layers = StageChunks::for_model(config, pp, g.mesh->coord("pp"), virtual_stages);
   }
   return g;
 }

@@ -55,8 +55,10 @@ int gradient_reduction_size(const std::string& mesh_text, int world_size);
 
 // Collective over `world` when mesh_text is given. Throws distllm::Error for a
 // mesh that does not fit the world or the model (a head count tp cannot split, more
-// pipeline stages than layers).
+// pipeline stages, or model chunks: pp x virtual_stages, than layers).
+// virtual_stages: model chunks per pipeline stage (the interleaved schedule).
 ModelParallelGroups make_model_parallel_groups(const std::string& mesh_text, const comm::ProcessGroupPtr& world,
-                                               const ModelConfig& config, bool sequence_parallel = false);
+                                               const ModelConfig& config, bool sequence_parallel = false,
+                                               int virtual_stages = 1);
 
 }  // namespace distllm

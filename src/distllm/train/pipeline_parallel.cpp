@@ -7,96 +7,144 @@
 
 namespace distllm {
 
-namespace {
-// Activations go down the pipeline, gradients up; distinct tags keep them apart.
-constexpr int kActivationTag = 11, kGradientTag = 12;
-}  // namespace
-
 PipelineParallel::PipelineParallel(DataParallel& engine, TrainGraph& graph, PipelineScheduleKind kind,
                                    int micro_batches, ActivationCheckpointing checkpointing)
     : engine_(engine),
       graph_(graph),
       kind_(kind),
       m_(micro_batches),
-      range_(engine.pipeline().range),
+      stage_(engine.pipeline().layers),
       group_(engine.pipeline().group),
       checkpointing_(checkpointing) {
   DL_CHECK(engine.pipeline().active(), "internal error: PipelineParallel needs a pipeline stage");
   DL_CHECK(micro_batches >= 1, "--micro-batches must be >= 1, got %d", micro_batches);
-  DL_CHECK(graph.stage().begin == range_.begin && graph.stage().end == range_.end,
-           "internal error: the training graph is not of this pipeline stage");
-  ensure_slots(max_in_flight(pipeline_schedule(kind_, range_.stages, range_.stage, m_)));
+  DL_CHECK((kind == PipelineScheduleKind::kInterleaved) == (stage_.virtual_stages() > 1),
+           "internal error: the %s schedule on a stage of %d model chunks", pipeline_schedule_name(kind),
+           stage_.virtual_stages());
+  const StageRange& first = stage_.chunks.front();
+  DL_CHECK(graph.stage().begin == first.begin && graph.stage().end == first.end,
+           "internal error: the training graph is not of this pipeline stage's first chunk");
+  slots_.resize(stage_.chunks.size());
+  for (Slots& s : slots_) s.of.assign(static_cast<size_t>(m_), -1);
+  slots_[0].graphs.push_back(&graph_);
+  // Every graph the step's schedule holds at once, made now, so memory is known at
+  // start (and a step never allocates).
+  const auto actions = pipeline_schedule(kind_, stage_.stages, stage_.stage, m_, stage_.virtual_stages());
+  const std::vector<int> counts = graph_counts(kind_, stage_, m_);
+  for (size_t c = 0; c < slots_.size(); ++c) {
+    Slots& s = slots_[c];
+    while (static_cast<int>(s.graphs.size()) < counts[c]) {
+      owned_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(),
+                                                    checkpointing_, engine_.tensor_parallel(),
+                                                    engine_.context_parallel(), stage_.chunks[c]));
+      owned_.back()->set_compute_dtype(graph_.compute_dtype());
+      s.graphs.push_back(owned_.back().get());
+    }
+    for (int k = static_cast<int>(s.graphs.size()) - 1; k >= 0; --k) s.free.push_back(k);
+  }
 }
 
 PipelineParallel::~PipelineParallel() = default;
 
-void PipelineParallel::ensure_slots(int n) {
-  while (static_cast<int>(extra_.size()) + 1 < n) {
-    extra_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(), checkpointing_,
-                                                  engine_.tensor_parallel(), engine_.context_parallel(), range_));
-    extra_.back()->set_compute_dtype(graph_.compute_dtype());
-  }
+std::vector<int> PipelineParallel::graph_counts(PipelineScheduleKind kind, const StageChunks& stage,
+                                                int micro_batches) {
+  const int p = stage.stages, s = stage.stage, v = stage.virtual_stages();
+  const auto actions = pipeline_schedule(kind, p, s, micro_batches, v);
+  std::vector<int> counts =
+      graphs_per_chunk(pipeline_steps(actions, p, s, v, pairs_passes(kind, p, micro_batches)), actions, p, s, v, true);
+  // Evaluation runs the forward passes alone (m batches at a time).
+  const auto forwards = forward_passes(actions);
+  const std::vector<int> eval = graphs_per_chunk(pipeline_steps(forwards, p, s, v, false), forwards, p, s, v, false);
+  for (size_t c = 0; c < counts.size(); ++c) counts[c] = std::max({counts[c], eval[c], c == 0 ? 1 : 0});
+  return counts;
+}
+
+TrainGraph& PipelineParallel::acquire(int chunk, int micro_batch) {
+  Slots& s = slots_.at(static_cast<size_t>(chunk));
+  DL_CHECK(!s.free.empty(), "internal error: chunk %d needs more activation sets than graphs_per_chunk planned (%zu)",
+           chunk, s.graphs.size());
+  int& k = s.of.at(static_cast<size_t>(micro_batch));
+  DL_CHECK(k < 0, "internal error: micro-batch %d of chunk %d started twice", micro_batch, chunk);
+  k = s.free.back();
+  s.free.pop_back();
+  return *s.graphs[static_cast<size_t>(k)];
+}
+
+TrainGraph& PipelineParallel::held(int chunk, int micro_batch) {
+  const Slots& s = slots_.at(static_cast<size_t>(chunk));
+  const int k = s.of.at(static_cast<size_t>(micro_batch));
+  DL_CHECK(k >= 0, "internal error: micro-batch %d of chunk %d is not in flight", micro_batch, chunk);
+  return *s.graphs[static_cast<size_t>(k)];
+}
+
+void PipelineParallel::release(int chunk, int micro_batch) {
+  Slots& s = slots_.at(static_cast<size_t>(chunk));
+  int& k = s.of.at(static_cast<size_t>(micro_batch));
+  s.free.push_back(k);
+  k = -1;
 }
 
 size_t PipelineParallel::activation_bytes() const {
-  size_t n = graph_.activation_bytes();
-  for (const auto& g : extra_) n += g->activation_bytes();
+  size_t n = 0;
+  for (const Slots& s : slots_)
+    for (const TrainGraph* g : s.graphs) n += g->activation_bytes();
   return n;
 }
 
-void PipelineParallel::run(const std::vector<PipelineAction>& actions,
-                           const std::function<void(const PipelineAction&, TrainGraph&)>& pass) {
-  bool has_backward = false;
-  int most = 0;
-  for (const PipelineAction& a : actions) has_backward |= !a.forward, most = std::max(most, a.micro_batch + 1);
-  ensure_slots(max_in_flight(actions));
-  std::vector<int> free_slots, slot_of(static_cast<size_t>(most), -1);
-  for (int k = max_in_flight(actions) - 1; k >= 0; --k) free_slots.push_back(k);
+void PipelineParallel::run(const std::vector<PipelineAction>& actions, const PassFn& pass) {
+  const bool training = std::any_of(actions.begin(), actions.end(), [](const PipelineAction& a) { return !a.forward; });
+  const int p = stage_.stages, s = stage_.stage, chunks = p * stage_.virtual_stages();
+  const auto steps =
+      pipeline_steps(actions, p, s, stage_.virtual_stages(), training && pairs_passes(kind_, p, m_));
   const size_t n = static_cast<size_t>(graph_.stage_boundary_floats());
-  const int prev = range_.first() ? -1 : range_.stage - 1, next = range_.last() ? -1 : range_.stage + 1;
   using Kind = comm::P2POp::Kind;
-  std::vector<comm::P2POp> pending;  // the previous pass's sends
   Timer wall;
   double compute = 0;
-  for (const PipelineAction& a : actions) {
-    int& k = slot_of[static_cast<size_t>(a.micro_batch)];
-    if (a.forward) {
-      DL_CHECK(!free_slots.empty(), "internal error: no activation slot free for micro-batch %d", a.micro_batch);
-      k = free_slots.back();
-      free_slots.pop_back();
-    }
-    TrainGraph& g = slot(k);
+  for (const PipelineStep& step : steps) {
     std::vector<comm::P2POp> ops;
-    ops.swap(pending);
-    if (a.forward && prev >= 0) ops.push_back({Kind::kRecv, g.stage_input(), n, comm::DType::kF32, prev, kActivationTag});
-    if (!a.forward && next >= 0)
-      ops.push_back({Kind::kRecv, g.stage_output_grad(), n, comm::DType::kF32, next, kGradientTag});
+    // Sends first: a graph whose last use is this send (the input gradient's, or
+    // forward only the output's) is free for a receive of the same batch, which
+    // writes its input, not what the send reads.
+    for (const PipelineTransfer& t : step.transfers) {
+      if (!t.send) continue;
+      TrainGraph& g = held(t.chunk, t.micro_batch);
+      ops.push_back({Kind::kSend, const_cast<float*>(t.activation ? g.stage_output() : g.stage_input_grad()), n,
+                     comm::DType::kF32, t.peer, t.tag});
+      if (t.activation != training) release(t.chunk, t.micro_batch);
+    }
+    for (const PipelineTransfer& t : step.transfers) {
+      if (t.send) continue;
+      TrainGraph& g = t.activation ? acquire(t.chunk, t.micro_batch) : held(t.chunk, t.micro_batch);
+      ops.push_back({Kind::kRecv, t.activation ? g.stage_input() : g.stage_output_grad(), n, comm::DType::kF32, t.peer,
+                     t.tag});
+    }
     if (!ops.empty()) group_->batch_p2p(ops);
-    Timer t;
-    pass(a, g);
-    compute += t.seconds();
-    // Sent with the next pass's receive; the buffers stay untouched until then (a
-    // freed slot's next forward receives into its input, not these).
-    if (a.forward && next >= 0)
-      pending.push_back({Kind::kSend, const_cast<float*>(g.stage_output()), n, comm::DType::kF32, next,
-                         kActivationTag});
-    if (!a.forward && prev >= 0)
-      pending.push_back({Kind::kSend, const_cast<float*>(g.stage_input_grad()), n, comm::DType::kF32, prev,
-                         kGradientTag});
-    if (!a.forward || !has_backward) free_slots.push_back(k);
+    for (int i : step.passes) {
+      const PipelineAction& a = actions[static_cast<size_t>(i)];
+      const int c = a.chunk * p + s;  // the model chunk
+      TrainGraph& g = a.forward && c == 0 ? acquire(a.chunk, a.micro_batch) : held(a.chunk, a.micro_batch);
+      Timer t;
+      pass(a, g, static_cast<size_t>(i));
+      compute += t.seconds();
+      // Last uses without a send after them.
+      if (training ? (!a.forward && c == 0) : c == chunks - 1) release(a.chunk, a.micro_batch);
+    }
   }
-  if (!pending.empty()) group_->batch_p2p(pending);
   timing_.schedule_s = wall.seconds();
   timing_.compute_s = compute;
 }
 
 double PipelineParallel::train_step(const int32_t* tokens, const int32_t* targets, int64_t loss_normalizer,
                                     const std::function<void()>& before_backward) {
-  const auto actions = pipeline_schedule(kind_, range_.stages, range_.stage, m_);
+  const auto actions = pipeline_schedule(kind_, stage_.stages, stage_.stage, m_, stage_.virtual_stages());
+  // Each chunk's last backward: its gradients are final there.
+  std::vector<size_t> last_backward(stage_.chunks.size(), 0);
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (!actions[i].forward) last_backward[static_cast<size_t>(actions[i].chunk)] = i;
   const int64_t per_micro = static_cast<int64_t>(graph_.batch()) * graph_.seq_len();
   double loss_sum = 0;
   bool first_backward = true;
-  run(actions, [&](const PipelineAction& a, TrainGraph& g) {
+  run(actions, [&](const PipelineAction& a, TrainGraph& g, size_t i) {
     const int64_t at = a.micro_batch * per_micro;
     if (a.forward) {
       ForwardArgs args;
@@ -107,29 +155,32 @@ double PipelineParallel::train_step(const int32_t* tokens, const int32_t* target
     }
     if (first_backward && before_backward) before_backward();
     first_backward = false;
-    // Both schedules end every stage with the last micro-batch's backward: its
-    // gradients are the step's, so data-parallel reductions run there.
-    const bool sync = &a == &actions.back() || engine_.sync_every_micro_step();
+    // Every schedule ends every stage with the last micro-batch's backward (of its
+    // first chunk): its gradients are the step's, so data-parallel reductions
+    // complete there. An earlier chunk's start when its own last backward is done.
+    const bool sync = i + 1 == actions.size() || engine_.sync_every_micro_step();
     g.backward(engine_, engine_.hooks(true, sync));
     engine_.end_micro_step(sync);
+    if (!sync && i == last_backward[static_cast<size_t>(a.chunk)])
+      engine_.reduce_chunk(stage_.chunks[static_cast<size_t>(a.chunk)]);
   });
   return loss_sum;
 }
 
 std::vector<double> PipelineParallel::evaluate(const int32_t* tokens, const int32_t* targets, int batches) {
-  std::vector<PipelineAction> actions;
-  for (int i = 0; i < batches; ++i) actions.push_back({true, i});
+  const auto actions =
+      forward_passes(pipeline_schedule(kind_, stage_.stages, stage_.stage, batches, stage_.virtual_stages()));
   const int64_t per_batch = static_cast<int64_t>(graph_.batch()) * graph_.seq_len();
   std::vector<double> sums(2 * static_cast<size_t>(batches), 0.0);
   const PipelineTiming kept = timing_;  // the step's, for stage_bubbles()
-  run(actions, [&](const PipelineAction& a, TrainGraph& g) {
+  run(actions, [&](const PipelineAction& a, TrainGraph& g, size_t) {
     const int64_t at = a.micro_batch * per_batch;
     ForwardArgs args;
     args.loss_normalizer = 1;  // the sum
     args.hooks = engine_.hooks(false, false);
     const double loss = g.forward(engine_, tokens + at, targets + at, args);
     engine_.end_forward_only();
-    if (!range_.last()) return;
+    if (!stage_.chunks[static_cast<size_t>(a.chunk)].last()) return;
     sums[2 * static_cast<size_t>(a.micro_batch)] = loss;
     sums[2 * static_cast<size_t>(a.micro_batch) + 1] = static_cast<double>(g.valid_targets());
   });
@@ -147,12 +198,12 @@ std::vector<double> PipelineParallel::stage_bubbles() {
   // over them); the slowest one's schedule time is the step's makespan, and each
   // stage's idle share is of that (the last stage is done before the first).
   const double mine[2] = {timing_.compute_s, timing_.schedule_s};
-  std::vector<double> all(2 * static_cast<size_t>(range_.stages));
+  std::vector<double> all(2 * static_cast<size_t>(stage_.stages));
   group_->allgather(mine, all.data(), 2, comm::DType::kF64);
   double makespan = 0;
-  for (int s = 0; s < range_.stages; ++s) makespan = std::max(makespan, all[2 * static_cast<size_t>(s) + 1]);
+  for (int s = 0; s < stage_.stages; ++s) makespan = std::max(makespan, all[2 * static_cast<size_t>(s) + 1]);
   std::vector<double> bubbles;
-  for (int s = 0; s < range_.stages; ++s)
+  for (int s = 0; s < stage_.stages; ++s)
     bubbles.push_back(makespan > 0 ? 1.0 - all[2 * static_cast<size_t>(s)] / makespan : 0.0);
   return bubbles;
 }

@@ -48,12 +48,17 @@ Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDat
     : engine_(&engine),
       options_(std::move(options)),
       graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing, engine.tensor_parallel(),
-             engine.context_parallel(), engine.pipeline().range) {
+             engine.context_parallel(), engine.pipeline().layers.chunks.front()) {
   graph_.set_compute_dtype(options_.compute_dtype);  // before the pipeline copies the graph
   if (engine.pipeline().active()) {
     DL_CHECK(options_.grad_accum == 1,
              "--grad-accum %d with pipeline parallelism: use --micro-batches (the pipeline's micro-batches)",
              options_.grad_accum);
+    DL_CHECK(engine.pipeline().layers.virtual_stages() == options_.virtual_stages,
+             "internal error: --virtual-stages %d but the pipeline stage holds %d model chunks", options_.virtual_stages,
+             engine.pipeline().layers.virtual_stages());
+    check_pipeline_schedule(options_.pipeline_schedule, engine.pipeline().layers.stages, options_.micro_batches,
+                            options_.virtual_stages);
     pipeline_ = std::make_unique<PipelineParallel>(engine, graph_, options_.pipeline_schedule, options_.micro_batches,
                                                    options_.checkpointing);
   }
@@ -141,7 +146,7 @@ StepStats Trainer::step() {
   s.comm = dp.take_comm_time();
   if (pipeline_) {
     s.stage_bubbles = pipeline_->stage_bubbles();
-    s.ideal_bubble = ideal_bubble_fraction(pipeline_->stages(), pipeline_->micro_batches());
+    s.ideal_bubble = pipeline_->ideal_bubble();
   }
   if (stats[1] > 0) options_.steps = step_;  // time limit: this was the last step
   if (stats[2] > 0) {

@@ -43,6 +43,8 @@ struct TrainOptions {
   // micro-batches of `batch` sequences run by the schedule (grad_accum must be 1).
   int micro_batches = 1;
   PipelineScheduleKind pipeline_schedule = PipelineScheduleKind::k1F1B;
+  // Interleaved: model chunks per stage (the engine's pipeline stage holds them).
+  int virtual_stages = 1;
   // Test hook: called with the step number between the first micro-batch's forward
   // and backward (fault-injection tests kill a rank there).
   std::function<void(int64_t step)> before_backward;
@@ -62,7 +64,7 @@ struct StepStats {
   CommTime comm;                 // this rank's communication during the step
   bool stop_requested = false;   // some rank was asked to stop: this is the last step
   std::vector<double> stage_bubbles;  // pipelines: each stage's idle share of the schedule
-  double ideal_bubble = 0;            // and (p-1)/(m+p-1)
+  double ideal_bubble = 0;            // and (p-1)/(v*m+p-1)
 };
 
 class Trainer {

@@ -214,11 +214,14 @@ TEST(TensorParallelInference, Int8KvCache) {
 }
 
 TEST(TensorParallelInference, Bf16WeightsAndCache) {
-  // bf16 rounds each weight on its own, so a shard's weights are the whole model's
-  // (measured at most 1.7e-6 of max |logit|).
+  // bf16 rounds each weight on its own, so a shard's weights are the whole model's.
+  // The linears' inputs are rounded to bf16 too: where the all-reduce's order moves
+  // an activation by an ulp of f32 across a bf16 rounding boundary, that element
+  // moves by 2^-8 of itself. Measured: equal logits at tp=2, at most 1.0e-3 of max
+  // |logit| at tp=4 (gpt2), far below the top-2 gaps; greedy tokens equal.
   for (int tp : {2, 4}) {
-    expect_parity(gpt2_cfg(), tp, DType::kBF16, DType::kBF16, 1e-5);
-    expect_parity(llama_cfg(2), tp, DType::kBF16, DType::kBF16, 1e-5);
+    expect_parity(gpt2_cfg(), tp, DType::kBF16, DType::kBF16, 5e-3);
+    expect_parity(llama_cfg(2), tp, DType::kBF16, DType::kBF16, 5e-3);
   }
 }
 

@@ -25,22 +25,9 @@
 namespace distllm {
 namespace {
 
+using train_test::expect_error;
 using train_test::Result;
-
-ModelConfig with_layers(ModelFamily family, int n_layer, bool tied = false) {
-  ModelConfig c = train_test::tiny(family);  // llama: GQA, 3 query heads on 1 key/value head
-  c.n_layer = n_layer;
-  if (family == ModelFamily::kLlama) c.tie_embeddings = tied;
-  return c;
-}
-
-const Result& reference(const ModelConfig& cfg, int batch) {
-  static std::map<std::pair<std::string, int>, Result> cache;
-  auto key = std::make_pair(cfg.to_hf_json().dump(), batch);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, train_test::train_single(cfg, batch)).first;
-  return it->second;
-}
+using train_test::with_layers;
 
 // dp x pp on the first dp * pp ranks (null elsewhere): pipelines of consecutive ranks.
 std::optional<Result> train_pipeline(const ModelConfig& cfg, int dp, int pp, PipelineScheduleKind kind, int m,
@@ -76,20 +63,13 @@ void expect_pipeline_parity(const ModelConfig& cfg, int dp, int pp, PipelineSche
   if (dp * pp > comm::world()->size()) return;
   const std::string what = strprintf("%s dp=%d pp=%d %s m=%d", cfg.describe().c_str(), dp, pp,
                                      pipeline_schedule_name(kind), m);
-  const Result& ref = reference(cfg, train_test::kBatch * m * dp);
+  const Result& ref = train_test::train_single_cached(cfg, train_test::kBatch * m * dp);
   auto got = train_pipeline(cfg, dp, pp, kind, m);
   if (!got) return;
-  // The first step differs from the single process only in the order gradients are
-  // summed (micro-batches, the tied table's two parts): measured at most 5.8e-8
-  // (loss) and 2.1e-8 (norm). Twenty AdamW steps at lr 1e-2 then amplify that rounding to at
-  // most 2.1e-6 (losses), 2.9e-4 (norms: gpt2, whose key bias has a zero true
-  // gradient and so a rounding-noise one) and 5.6e-6 (parameters).
-  if (std::getenv("DISTLLM_TEST_VERBOSE") && comm::world()->rank() == 0)
-    std::fprintf(stderr, "%s: first step loss %.2e norm %.2e\n", what.c_str(),
-                 std::abs(got->losses[0] - ref.losses[0]) / ref.losses[0],
-                 std::abs(got->norms[0] - ref.norms[0]) / ref.norms[0]);
-  EXPECT_NEAR(got->losses[0], ref.losses[0], 1e-6 * ref.losses[0]) << what;
-  EXPECT_NEAR(got->norms[0], ref.norms[0], 1e-6 * ref.norms[0]) << what;
+  // Twenty AdamW steps at lr 1e-2 amplify the first step's rounding to at most
+  // 2.1e-6 (losses), 2.9e-4 (norms: gpt2, whose key bias has a zero true gradient
+  // and so a rounding-noise one) and 5.6e-6 (parameters).
+  train_test::expect_same_first_step(ref, *got, what);
   train_test::expect_same_training(cfg, ref, *got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
 }
 
@@ -174,44 +154,21 @@ TEST(PipelineParallelCheckpoint, ResumesAtAnotherPipelineSize) {
     for (const auto& [from, to] : moves) {
       if (from.dp * from.pp > world || to.dp * to.pp > world) continue;
       // Uninterrupted, one process: the same data as dp ranks x m micro-batches.
-      Result expected;
-      {
-        Transformer model(cfg);
-        model.init_weights(11);
-        train_test::Job job;
-        TrainOptions o = train_test::options(job, train_test::kBatch * to.dp);
-        o.grad_accum = kM;
-        Trainer t(model, train_test::dataset(), nullptr, o);
-        for (int i = 0; i < kSteps; ++i) {
-          StepStats st = t.step();
-          if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
-        }
-        expected.params.assign(model.params(), model.params() + model.size());
-      }
+      const Result expected = train_test::train_single_from(cfg, train_test::kBatch * to.dp, kM, kSave, kSteps);
       const std::string what = strprintf("%s dp%d x pp%d -> dp%d x pp%d", cfg.family_name().c_str(), from.dp,
                                          from.pp, to.dp, to.pp);
       train_test::SharedDir dir;
       checkpoint_leg(cfg, from.dp, from.pp, kM, dir.path(), kSave, kSave, false);
       Result got = checkpoint_leg(cfg, to.dp, to.pp, kM, dir.path(), kSteps, 0, true);
       if (comm::world()->rank() >= to.dp * to.pp) continue;
-      ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - kSave)) << what << ": should resume at step 3";
-      train_test::expect_same_training(cfg, expected, got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
+      train_test::expect_resumed(cfg, expected, got, what, kSave, kSteps);
     }
   }
 }
 
 TEST(PipelineParallel, RefusesWhatItDoesNotSupport) {
-  auto w = comm::world();
-  if (w->size() < 2) return;
-  auto expect_error = [](const std::function<void()>& f, const std::string& text) {
-    try {
-      f();
-      ADD_FAILURE() << "accepted; expected an error naming '" << text << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
-  auto pair = w->split(w->rank() < 2 ? 0 : -1, w->rank());
+  if (comm::world()->size() < 2) return;
+  auto pair = train_test::first_ranks(2);
   if (!pair) return;
   // More stages than layers; accumulation steps (a pipeline's are its micro-batches).
   expect_error([&] { make_model_parallel_groups("pp=2", pair, with_layers(ModelFamily::kGpt2, 1)); },

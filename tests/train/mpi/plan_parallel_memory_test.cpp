@@ -1,6 +1,6 @@
 // `distllm plan` against training, per rank, for the layouts training has beyond
-// dp and tp: a pipeline of 2 stages (GPipe and 1F1B, 4 micro-batches; the plan's
-// figure for each rank's stage) and a context-parallel ring of 2 (ring attention
+// dp and tp: a pipeline of 2 stages (GPipe, 1F1B and interleaved with 2 chunks per
+// stage; the plan's figure for each rank's stage) and a context-parallel ring of 2 (ring attention
 // with DDP over the ring), at 2 ranks; at 4, each with dp=2 besides, and pp=2 with
 // tp=2 (with and without SP), with cp=2, and with ZeRO on dp=2. Measured: every
 // byte the ranks allocate (MemoryStats) over two steps, after the weights are
@@ -29,6 +29,7 @@ struct Case {
   bool sp = false;
   int micro_batches = 1;
   PipelineScheduleKind schedule = PipelineScheduleKind::k1F1B;
+  int virtual_stages = 1;
   Strategy strategy = Strategy::kDdp;
   double tolerance = 0.02;
 };
@@ -46,8 +47,9 @@ void expect_plan_matches_training(const Case& c) {
   o.batch = 4, o.seq_len = 32, o.steps = 2;
   o.micro_batches = c.micro_batches;
   o.pipeline_schedule = c.schedule;
-  ModelParallelGroups g = make_model_parallel_groups(c.mesh, group, cfg, c.sp);
-  const int stage = g.pipeline.active() ? g.pipeline.range.stage : 0;
+  o.virtual_stages = c.virtual_stages;
+  ModelParallelGroups g = make_model_parallel_groups(c.mesh, group, cfg, c.sp, c.virtual_stages);
+  const int stage = g.pipeline.active() ? g.pipeline.layers.stage : 0;
   const int64_t base = MemoryStats::current();
   int64_t measured = 0;
   {
@@ -62,7 +64,7 @@ void expect_plan_matches_training(const Case& c) {
   plan::PlanInput in;
   in.model = cfg;
   in.world = n, in.tp = c.tp, in.pp = c.pp, in.cp = c.cp, in.sequence_parallel = c.sp;
-  in.micro_batches = c.micro_batches, in.pp_schedule = c.schedule;
+  in.micro_batches = c.micro_batches, in.pp_schedule = c.schedule, in.virtual_stages = c.virtual_stages;
   in.batch = o.batch, in.seq = o.seq_len;
   in.parallel = pc;
   const plan::Estimate e = plan::estimate(in, plan::MachineRates{});
@@ -70,7 +72,9 @@ void expect_plan_matches_training(const Case& c) {
   const double err = std::abs(static_cast<double>(predicted - measured)) / static_cast<double>(measured);
   const std::string what =
       strprintf("%s%s%s %s, rank %d (stage %d)", c.mesh, c.sp ? " sp" : "",
-                c.pp > 1 ? strprintf(" %s m=%d", pipeline_schedule_name(c.schedule), c.micro_batches).c_str() : "",
+                c.pp > 1 ? strprintf(" %s v=%d m=%d", pipeline_schedule_name(c.schedule), c.virtual_stages,
+                                     c.micro_batches).c_str()
+                         : "",
                 strategy_name(c.strategy), group->rank(), stage);
   EXPECT_LE(err, c.tolerance) << what << ": plan " << predicted << " B, measured " << measured << " B";
   if (std::getenv("DISTLLM_TEST_VERBOSE"))
@@ -86,6 +90,21 @@ TEST(PlanParallelMemory, PipelineStagesMatchTrainingWithinTwoPercent) {
           {.mesh = "pp=2", .pp = 2, .micro_batches = 4, .schedule = k, .strategy = Strategy::kNone});
     if (world >= 4)
       expect_plan_matches_training({.mesh = "pp=2,dp=2", .dp = 2, .pp = 2, .micro_batches = 4, .schedule = k});
+  }
+}
+
+// The interleaved schedule: each stage's chunks and the activation sets each chunk
+// holds (PipelineParallel::graph_counts).
+TEST(PlanParallelMemory, InterleavedChunksMatchTraining) {
+  const int world = comm::world()->size();
+  for (int m : {2, 4}) {
+    if (world >= 2)
+      expect_plan_matches_training({.mesh = "pp=2", .pp = 2, .micro_batches = m,
+                                    .schedule = PipelineScheduleKind::kInterleaved, .virtual_stages = 2,
+                                    .strategy = Strategy::kNone});
+    if (world >= 4)
+      expect_plan_matches_training({.mesh = "pp=2,dp=2", .dp = 2, .pp = 2, .micro_batches = m,
+                                    .schedule = PipelineScheduleKind::kInterleaved, .virtual_stages = 2});
   }
 }
 

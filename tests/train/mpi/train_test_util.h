@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
@@ -264,6 +266,77 @@ inline void expect_same_training(const ModelConfig& cfg, const Result& ref, cons
   EXPECT_LE(loss, tol.loss) << what;
   EXPECT_LE(norm, tol.norm) << what;
   EXPECT_LE(param, tol.params) << what;
+}
+
+// tiny(family) with n_layer layers (and, for llama, a tied head when asked).
+inline ModelConfig with_layers(ModelFamily family, int n_layer, bool tied = false) {
+  ModelConfig c = tiny(family);  // llama: GQA, 3 query heads on 1 key/value head
+  c.n_layer = n_layer;
+  if (family == ModelFamily::kLlama) c.tie_embeddings = tied;
+  return c;
+}
+
+// train_single, once per model and batch in a test binary.
+inline const Result& train_single_cached(const ModelConfig& cfg, int batch) {
+  static std::map<std::pair<std::string, int>, Result> cache;
+  auto key = std::make_pair(cfg.to_hf_json().dump(), batch);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, train_single(cfg, batch)).first;
+  return it->second;
+}
+
+// One process on `batch` sequences x `accum` accumulation steps for `steps` steps:
+// the losses and norms from step `from` on, and the final parameters (what a run
+// checkpointed at `from` and resumed must continue as).
+inline Result train_single_from(const ModelConfig& cfg, int batch, int accum, int from, int steps) {
+  Result r;
+  Transformer model(cfg);
+  model.init_weights(11);
+  Job job;
+  TrainOptions o = options(job, batch);
+  o.grad_accum = accum;
+  Trainer t(model, dataset(), nullptr, o);
+  for (int i = 0; i < steps; ++i) {
+    StepStats st = t.step();
+    if (i >= from) r.losses.push_back(st.loss), r.norms.push_back(st.grad_norm);
+  }
+  r.params.assign(model.params(), model.params() + model.size());
+  return r;
+}
+
+// The first step of a pipelined run against one process: they differ only in the
+// order gradients are summed (micro-batches, the tied table's two parts), measured
+// at most 5.8e-8 (loss) and 2.1e-8 (norm).
+inline void expect_same_first_step(const Result& ref, const Result& got, const std::string& what) {
+  if (std::getenv("DISTLLM_TEST_VERBOSE") && comm::world()->rank() == 0)
+    std::fprintf(stderr, "%s: first step loss %.2e norm %.2e\n", what.c_str(),
+                 std::abs(got.losses[0] - ref.losses[0]) / ref.losses[0],
+                 std::abs(got.norms[0] - ref.norms[0]) / ref.norms[0]);
+  EXPECT_NEAR(got.losses[0], ref.losses[0], 1e-6 * ref.losses[0]) << what;
+  EXPECT_NEAR(got.norms[0], ref.norms[0], 1e-6 * ref.norms[0]) << what;
+}
+
+// The group of the world's first n ranks (collective; null on the others).
+inline comm::ProcessGroupPtr first_ranks(int n) {
+  auto w = comm::world();
+  return w->split(w->rank() < n ? 0 : -1, w->rank());
+}
+
+// A run resumed at step `from` of `steps` trained as the uninterrupted one.
+inline void expect_resumed(const ModelConfig& cfg, const Result& expected, const Result& got, const std::string& what,
+                           int from, int steps) {
+  ASSERT_EQ(got.losses.size(), static_cast<size_t>(steps - from)) << what << ": should resume at step " << from;
+  expect_same_training(cfg, expected, got, what, {.loss = 2e-5, .norm = 1e-3, .params = 2e-5});
+}
+
+// f throws a distllm::Error whose message contains `text`.
+inline void expect_error(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted; expected an error naming '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
 }
 
 // Trains `engine` (initialised) on `group`'s ranks until `until` steps are done,
