@@ -123,6 +123,31 @@ TEST_F(GemmBf16, BlockBoundariesAndThreadSplit) {
   RecordProperty("worst_error_over_sum_bound", std::to_string(w.rounded));
 }
 
+TEST_F(GemmBf16, HugeOutputTakesDeeperKSlices) {
+  // M x N >= 16 Mi and K > KC: the driver doubles KC (1024 k, 512 pair words). The
+  // double reference is too slow at this size, so compare with the same product
+  // taken 1024 rows at a time (below the threshold: KC 512). Only the f32 grouping
+  // of the sums differs, so they agree to f32 rounding of the sum (measured max
+  // |difference| / max |C| about 1e-6; bound 1e-5).
+  const int64_t M = 4097, N = 4097, K = 1100;
+  Case c{Trans::kN, Trans::kT, M, N, K, 0, 0, 0, 1.0f, 1.0f};
+  testing::Operands op = testing::make_operands(c, 5);
+  std::vector<float> whole = op.C0, sliced = op.C0;
+  gemm_bf16(Trans::kN, Trans::kT, M, N, K, 1.0f, op.A.data(), op.lda, op.B.data(), op.ldb, 1.0f, whole.data(), op.ldc);
+  for (int64_t m0 = 0; m0 < M; m0 += 1024) {
+    const int64_t rows = std::min<int64_t>(1024, M - m0);
+    gemm_bf16(Trans::kN, Trans::kT, rows, N, K, 1.0f, op.A.data() + m0 * op.lda, op.lda, op.B.data(), op.ldb, 1.0f,
+              sliced.data() + m0 * op.ldc, op.ldc);
+  }
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(whole[i]) - sliced[i]));
+    largest = std::max(largest, std::fabs(static_cast<double>(sliced[i])));
+  }
+  EXPECT_LE(worst, 1e-5 * largest);
+  RecordProperty("max_difference_over_max_c", std::to_string(worst / largest));
+}
+
 TEST_F(GemmBf16, NaNAndInfPropagate) {
   // Rounding keeps NaN a NaN and inf an inf (a bit trick that rounds by adding
   // 0x7fff would turn the largest finite values into inf, but never NaN into a number).
