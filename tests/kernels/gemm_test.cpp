@@ -18,40 +18,22 @@
 #include "distllm/base/cpu.h"
 #include "distllm/base/rng.h"
 #include "distllm/kernels/gemm.h"
-#include "kernels/test_util.h"
+#include "kernels/gemm_case.h"
 
 namespace distllm::kernels {
 namespace {
 
-struct Case {
-  Trans ta, tb;
-  int64_t M, N, K;
-  int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // extra columns beyond the dense leading dimension
-  float alpha = 1.0f, beta = 0.0f;
-};
-
-std::string describe(const Case& c) {
-  return std::string(c.ta == Trans::kT ? "T" : "N") + (c.tb == Trans::kT ? "T" : "N") + " M=" +
-         std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-         " pads=" + std::to_string(c.pad_a) + "," + std::to_string(c.pad_b) + "," + std::to_string(c.pad_c) +
-         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " isa=" + isa_name(active_isa());
-}
+using testing::Case;
+using testing::describe;
 
 // Returns the largest error relative to the bound (must be <= 1).
 double check_case(const Case& c, uint64_t seed) {
   const bool ta = c.ta == Trans::kT, tb = c.tb == Trans::kT;
-  const int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
-  const int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
-  const int64_t lda = a_cols + c.pad_a, ldb = b_cols + c.pad_b, ldc = c.N + c.pad_c;
-  auto A = testing::random_vector(static_cast<size_t>(a_rows * lda), seed);
-  auto B = testing::random_vector(static_cast<size_t>(b_rows * ldb), seed + 1);
-  auto C0 = testing::random_vector(static_cast<size_t>(c.M * ldc), seed + 2);
-  std::vector<float> ours = C0, ref = C0;
-  if (c.beta == 0.0f)  // beta == 0 must not read C: poison it
-    for (auto& x : ours) x = std::nanf("");
-  // Padding columns of C must stay untouched.
-  for (int64_t i = 0; i < c.M; ++i)
-    for (int64_t j = c.N; j < ldc; ++j) ours[i * ldc + j] = ref[i * ldc + j] = 7.0f;
+  testing::Operands op = testing::make_operands(c, seed);
+  const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
+  const std::vector<float>&A = op.A, &B = op.B, &C0 = op.C0;
+  std::vector<float>& ours = op.out;
+  std::vector<float> ref = C0;
   sgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, ours.data(), ldc);
   auto cta = ta ? CblasTrans : CblasNoTrans, ctb = tb ? CblasTrans : CblasNoTrans;
   cblas_sgemm(CblasRowMajor, cta, ctb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, ref.data(),
@@ -95,7 +77,7 @@ struct IsaCapReset {
   ~IsaCapReset() { set_isa_cap(Isa::kAvx512); }
 };
 
-const Trans kOps[] = {Trans::kN, Trans::kT};
+using testing::kOps;
 
 TEST(Gemm, TinyAndFixedShapesEveryOpEveryIsa) {
   IsaCapReset reset;
@@ -113,22 +95,11 @@ TEST(Gemm, TinyAndFixedShapesEveryOpEveryIsa) {
 
 TEST(Gemm, RandomOddShapesLeadingDimsAlphaBeta) {
   IsaCapReset reset;
-  CounterRng rng(2024);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng.uniform() * (hi - lo + 1)) % (hi - lo + 1); };
-  const float alphas[] = {1.0f, -0.5f, 2.0f};
-  const float betas[] = {0.0f, 1.0f, 0.75f};
   double worst = 0;
   for (Isa isa : isas()) {
     set_isa_cap(isa);
-    for (int t = 0; t < 60; ++t) {
-      Case c{kOps[t % 2], kOps[(t / 2) % 2], pick(1, 70), pick(1, 70), pick(1, 70)};
-      c.pad_a = t % 3 == 0 ? pick(1, 9) : 0;
-      c.pad_b = t % 5 == 0 ? pick(1, 9) : 0;
-      c.pad_c = t % 4 == 0 ? pick(1, 9) : 0;
-      c.alpha = alphas[t % 3];
-      c.beta = betas[(t / 3) % 3];
-      worst = std::max(worst, check_case(c, 100 + t));
-    }
+    int t = 0;
+    for (const Case& c : testing::random_odd_cases(60, 2024)) worst = std::max(worst, check_case(c, 100 + t++));
   }
   RecordProperty("worst_error_over_bound", std::to_string(worst));
 }

@@ -6,24 +6,13 @@
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/train/trainer.h"
+#include "train/tiny_models.h"
 
 namespace distllm {
 namespace {
 
-ModelConfig tiny(ModelFamily family) {
-  ModelConfig c;
-  c.family = family;
-  c.n_layer = 2, c.n_head = 4, c.n_kv_head = family == ModelFamily::kGpt2 ? 4 : 2, c.n_embd = 32;
-  c.vocab_size = 64, c.max_position = 64, c.tie_embeddings = family == ModelFamily::kGpt2;
-  c.normalize();
-  return c;
-}
-
-TokenDataset pattern_data(int n) {
-  std::vector<uint32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = static_cast<uint32_t>((i * 7 + i / 5) % 64);
-  return TokenDataset::from_tokens(t, 64, "pattern");
-}
+using testing::pattern_data;
+using testing::tiny;
 
 std::vector<double> run_losses(ModelFamily family, int threads, int steps) {
   int saved = num_threads();
@@ -56,11 +45,8 @@ TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
   Transformer big(cfg), small(cfg);
   big.init_weights(3);
   small.init_weights(3);
-  std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
-  for (size_t i = 0; i < tok.size(); ++i) {
-    tok[i] = static_cast<int32_t>((i * 13) % 64);
-    tgt[i] = static_cast<int32_t>((i * 5 + 1) % 64);
-  }
+  std::vector<int32_t> tok, tgt;
+  testing::fixed_batch(4 * 16, tok, tgt);
   TrainGraph g4(cfg, 4, 16), g2(cfg, 2, 16);
   big.zero_grad();
   g4.forward(big, tok.data(), tgt.data(), true, 1.0f);

@@ -4,6 +4,10 @@
 // backward-weight of every linear layer and the tied output head). Prints the
 // median GFLOP/s of each, their ratio, and the share of the machine's measured FMA
 // peak (the best ISA's vectors on every thread).
+//
+// --dtype bf16 runs kernels::gemm_bf16 (bf16 inputs, f32 sums) against our own f32
+// sgemm instead, its share taken of the measured vdpbf16ps peak (the f32 side's of
+// the FMA peak).
 #include <cblas.h>
 
 #include <algorithm>
@@ -45,8 +49,11 @@ int run_bench_gemm(Args& args) {
   int64_t tokens = args.get_int("tokens", 1024, "tokens per step for the training shapes (batch x seq)");
   bool square_only = args.get_flag("square-only", "only the square product");
   std::string only = args.get_string("only", "", "run only products whose name contains this text");
+  std::string dtype = args.get_string("dtype", "f32", "f32: ours vs OpenBLAS | bf16: gemm_bf16 vs our f32 sgemm");
   apply_thread_flag(args);
   if (args.help_or_finish()) return 0;
+  DL_CHECK(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16, got '%s'", dtype.c_str());
+  const bool bf16 = dtype == "bf16";
   DL_CHECK(repeat >= 1 && repeat <= 100, "--repeat must be in [1, 100]");
   DL_CHECK(size >= 1 && tokens >= 1, "--size and --tokens must be positive");
 
@@ -68,13 +75,17 @@ int run_bench_gemm(Args& args) {
   }
 
   const double fma_peak = kernels::measure_fma_peak_gflops(best_isa());
-  const kernels::GemmBlocking blk = kernels::gemm_blocking();
+  // "ours" is the tested side, "peer" the one it is compared with.
+  const double ours_peak = bf16 ? kernels::measure_bf16_dot_peak_gflops() : fma_peak;
+  const kernels::GemmBlocking blk = bf16 ? kernels::gemm_bf16_blocking() : kernels::gemm_blocking();
   std::printf("threads: %d, isa: %s (best %s), micro-kernel %dx%d, KC=%d MC=%d NC=%d\n", num_threads(),
               isa_name(active_isa()), isa_name(best_isa()), blk.mr, blk.nr, blk.kc, blk.mc, blk.nc);
-  std::printf("FMA peak (%s, %d threads): %.1f GFLOP/s; median of %lld runs\n\n", isa_name(best_isa()),
+  std::printf("FMA peak (%s, %d threads): %.1f GFLOP/s; median of %lld runs\n", isa_name(best_isa()),
               num_threads(), fma_peak, static_cast<long long>(repeat));
-  std::printf("%-16s %2s %6s %6s %6s %12s %12s %7s %8s %8s\n", "product", "op", "M", "N", "K", "ours GF/s",
-              "OpenBLAS", "ratio", "ours%pk", "blas%pk");
+  if (bf16) std::printf("bf16 dot-product peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", num_threads(), ours_peak);
+  std::printf("\n%-16s %2s %6s %6s %6s %12s %12s %7s %8s %8s\n", "product", "op", "M", "N", "K",
+              bf16 ? "bf16 GF/s" : "ours GF/s", bf16 ? "f32 (ours)" : "OpenBLAS", "ratio", "ours%pk",
+              bf16 ? "f32%pk" : "blas%pk");
 
   double train_flops = 0, train_ours_s = 0, train_blas_s = 0;
   for (size_t si = 0; si < shapes.size(); ++si) {
@@ -87,8 +98,15 @@ int run_bench_gemm(Args& args) {
         Cm(static_cast<size_t>(s.M * s.N), 0.0f);
     for (auto& x : A) x = rng.uniform() - 0.5f;
     for (auto& x : B) x = rng.uniform() - 0.5f;
-    auto ours = [&] { kernels::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, s.beta, Cm.data(), s.N); };
+    auto ours = [&] {
+      (bf16 ? kernels::gemm_bf16 : kernels::sgemm)(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
+                                                  s.beta, Cm.data(), s.N);
+    };
     auto blas = [&] {
+      if (bf16) {
+        kernels::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, s.beta, Cm.data(), s.N);
+        return;
+      }
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, 1.0f,
                   A.data(), lda, B.data(), ldb, s.beta, Cm.data(), s.N);
     };
@@ -109,13 +127,13 @@ int run_bench_gemm(Args& args) {
     if (si > 0) train_flops += s.count * flops, train_ours_s += s.count * so, train_blas_s += s.count * sb;
     std::printf("%-16s %s%s %6lld %6lld %6lld %12.1f %12.1f %7.2f %7.1f%% %7.1f%%\n", s.name.c_str(), ta ? "T" : "N",
                 tb ? "T" : "N", static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), go,
-                gb, go / gb, 100.0 * go / fma_peak, 100.0 * gb / fma_peak);
+                gb, go / gb, 100.0 * go / ours_peak, 100.0 * gb / fma_peak);
     std::fflush(stdout);
   }
   if (train_flops > 0) {
     const double go = train_flops / train_ours_s / 1e9, gb = train_flops / train_blas_s / 1e9;
     std::printf("%-16s %2s %6s %6s %6s %12.1f %12.1f %7.2f %7.1f%% %7.1f%%\n", "training step", "", "", "", "", go, gb,
-                go / gb, 100.0 * go / fma_peak, 100.0 * gb / fma_peak);
+                go / gb, 100.0 * go / ours_peak, 100.0 * gb / fma_peak);
     std::printf("(training step: every product of a gpt2-124M step, 12 layers + head: total FLOPs / total median time)\n");
   }
   return 0;
@@ -123,7 +141,8 @@ int run_bench_gemm(Args& args) {
 
 }  // namespace
 
-DISTLLM_REGISTER_COMMAND("bench gemm", "distllm's sgemm vs OpenBLAS: GFLOP/s, ratio, % of the FMA peak",
+DISTLLM_REGISTER_COMMAND("bench gemm",
+                         "distllm's sgemm vs OpenBLAS (or --dtype bf16: bf16 vs f32): GFLOP/s, ratio, % of peak",
                          run_bench_gemm);
 
 }  // namespace distllm

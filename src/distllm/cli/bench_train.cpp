@@ -67,6 +67,7 @@ int64_t matmul_params(const ModelConfig& cfg) {
 
 struct RankResult {
   double ms_per_step, comm_ms, exposed_ms, peak_mib, rss_mib, peak_gflops, fma_peak_gflops, activation_mib;
+  double bf16_peak_gflops;  // vdpbf16ps peak with --compute-dtype bf16, else 0
 };
 
 int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
@@ -104,13 +105,18 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.virtual_stages = static_cast<int>(
       args.get_int("virtual-stages", 1, "with --pp-schedule interleaved: model chunks per pipeline stage"));
   o.checkpointing = ActivationCheckpointing::parse(args.get_string("activation-checkpointing", "none", "none | all | every:K"));
+  o.compute_dtype = kernels::parse_compute_dtype(
+      args.get_string("compute-dtype", "f32", "f32 | bf16: the linear products (MFU also against the bf16 peak)"));
   o.schedule.max_lr = 1e-4, o.schedule.min_lr = 1e-5;
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   if (args.help_or_finish()) return 0;
   DL_CHECK(steps > 0 && warmup >= 0, "--steps must be positive and --warmup-steps >= 0");
+  kernels::check_compute_dtype(o.compute_dtype);
+  const bool bf16 = o.compute_dtype == kernels::ComputeDtype::kBf16;
 
   double peak = measure_sgemm_gflops(peak_n, 3);
   const double fma_peak = kernels::measure_fma_peak_gflops(best_isa());
+  const double bf16_peak = bf16 ? kernels::measure_bf16_dot_peak_gflops() : 0.0;
   // Random tokens: enough windows that every rank draws fresh batches.
   std::vector<uint32_t> toks(static_cast<size_t>(std::max<int64_t>(200000, 4LL * B * (T + 1))));
   CounterRng rng(7);
@@ -146,7 +152,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const double step_ms = median(ms);
   RankResult mine{step_ms, comm.busy_s * 1e3 / steps, comm.exposed_s * 1e3 / steps,
                   static_cast<double>(MemoryStats::peak()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
-                  peak, fma_peak, static_cast<double>(trainer.graph().activation_bytes()) / (1 << 20)};
+                  peak, fma_peak, static_cast<double>(trainer.graph().activation_bytes()) / (1 << 20), bf16_peak};
   std::vector<RankResult> all(static_cast<size_t>(n));
   if (world)
     world->allgather(&mine, all.data(), sizeof(RankResult) / sizeof(double), comm::DType::kF64);
@@ -154,13 +160,14 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     all[0] = mine;
   if (rank != 0) return 0;
 
-  double slowest = 0, comm_ms = 0, exposed_ms = 0, peak_sum = 0, fma_sum = 0;
+  double slowest = 0, comm_ms = 0, exposed_ms = 0, peak_sum = 0, fma_sum = 0, bf16_sum = 0;
   for (const auto& r : all) {
     slowest = std::max(slowest, r.ms_per_step);
     comm_ms += r.comm_ms / n;
     exposed_ms += r.exposed_ms / n;
     peak_sum += r.peak_gflops;
     fma_sum += r.fma_peak_gflops;
+    bf16_sum += r.bf16_peak_gflops;
   }
   // Tensor-parallel ranks and pipeline stages share their batch: the data-parallel
   // ranks count.
@@ -195,9 +202,14 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                         {"ms_per_step", slowest}, {"tokens_per_s", tok_s}, {"gflops", gflops},
                         {"peak_gflops", peak_sum}, {"mfu", gflops / peak_sum},
                         {"fma_peak_gflops", fma_sum}, {"fma_isa", isa_name(best_isa())}, {"mfu_fma", gflops / fma_sum},
+                        {"compute_dtype", kernels::compute_dtype_name(o.compute_dtype)},
                         {"flops_per_token", flops_per_token},
                         {"comm_ms", comm_ms}, {"comm_exposed_ms", exposed_ms}, {"comm_hidden", hidden},
                         {"per_rank", ranks}};
+    if (bf16) {
+      j["bf16_peak_gflops"] = bf16_sum;
+      j["mfu_bf16"] = gflops / bf16_sum;
+    }
     if (!bubble.empty()) {
       j["pp_schedule"] = pipeline_schedule_name(o.pipeline_schedule);
       j["micro_batches"] = o.micro_batches;
@@ -210,6 +222,7 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   std::printf("model:       %s\n", cfg.describe().c_str());
   std::printf("parallel:    %s\n", dp.describe().c_str());
+  std::printf("compute:     %s linear products\n", kernels::compute_dtype_name(o.compute_dtype));
   if (groups.mesh) std::printf("mesh:        %s\n", groups.describe().c_str());
   std::printf("shape:       batch %d x seq %d per data-parallel rank, %d rank%s x %d thread%s, %d timed steps (median)\n", B, T, n,
               n == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s", steps);
@@ -229,8 +242,13 @@ int run_bench_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
               isa_name(best_isa()));
   std::printf("sgemm peak:  %.1f GFLOP/s (OpenBLAS, %dx%d, sum over ranks measured concurrently)\n", peak_sum, peak_n,
               peak_n);
-  std::printf("MFU:         %.1f%% of the FMA peak, %.1f%% of OpenBLAS's sgemm\n", 100.0 * gflops / fma_sum,
+  if (bf16)
+    std::printf("bf16 peak:   %.1f GFLOP/s (vdpbf16ps on every thread, sum over ranks measured concurrently)\n",
+                bf16_sum);
+  std::printf("MFU:         %.1f%% of the FMA peak, %.1f%% of OpenBLAS's sgemm", 100.0 * gflops / fma_sum,
               100.0 * gflops / peak_sum);
+  if (bf16) std::printf(", %.1f%% of the bf16 peak", 100.0 * gflops / bf16_sum);
+  std::printf("\n");
   if (n > 1 || comm_ms > 0)
     std::printf("comm:        %.1f ms/step, %.1f ms exposed: %.0f%% hidden behind compute (mean over ranks)\n", comm_ms,
                 exposed_ms, 100 * hidden);

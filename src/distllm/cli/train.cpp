@@ -92,6 +92,7 @@ ConfigFields job_fields(const ModelConfig& cfg, const TrainOptions& o, const Par
   f.emplace_back("--eval-batches", std::to_string(o.eval_batches));
   f.emplace_back("--time-limit", strprintf("%.17g", o.time_limit_seconds));
   f.emplace_back("--activation-checkpointing", o.checkpointing.describe());
+  f.emplace_back("--compute-dtype", kernels::compute_dtype_name(o.compute_dtype));
   f.emplace_back("--strategy", strategy_name(pc.strategy));
   f.emplace_back("--bucket-mb", strprintf("%.17g", pc.bucket_mb));
   f.emplace_back("--first-bucket-mb", strprintf("%.17g", pc.first_bucket_mb));
@@ -246,6 +247,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.time_limit_seconds = args.get_double("time-limit", 0, "stop after this many seconds of training (0: none)");
   o.checkpointing = ActivationCheckpointing::parse(args.get_string(
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
+  o.compute_dtype = kernels::parse_compute_dtype(args.get_string(
+      "compute-dtype", "f32", "f32 | bf16: the linear layers' products (bf16 inputs, f32 sums and master weights; "
+                              "needs AVX512_BF16, see docs/training.md)"));
+  kernels::check_compute_dtype(o.compute_dtype);  // before any data is read
 
   const std::string mesh_text = args.get_string(
       "mesh", "", "dp=D,tp=T,cp=C or dp=D,pp=P (any order, the last varies fastest): tensor-parallel groups of T "
@@ -400,18 +405,19 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
                   100 * ideal_bubble_fraction(groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages),
                   groups.pipeline.layers.describe().c_str());
     std::printf("batch %d x %d tokens x %d data-parallel rank%s, %d %s = %.0f tokens/step, "
-                "%lld steps, lr %g -> %g (%s, warmup %lld)%s\n",
+                "%lld steps, lr %g -> %g (%s, warmup %lld), %s compute%s\n",
                 o.batch, o.seq_len, data_ranks, data_ranks == 1 ? "" : "s", micro_steps,
                 groups.pipeline.active() ? "micro-batch(es)" : "accumulation step(s)", tokens_per_step,
                 (long long)o.steps, o.schedule.max_lr, o.schedule.min_lr, o.schedule.kind.c_str(),
-                (long long)o.schedule.warmup_steps,
+                (long long)o.schedule.warmup_steps, kernels::compute_dtype_name(o.compute_dtype),
                 o.checkpointing.every ? (", activation checkpointing " + o.checkpointing.describe()).c_str() : "");
     std::fflush(stdout);
   }
 
   TrainReport report(lead, o.steps, log_every, progress, metrics_file, tokens_per_step);
-  report.run_info(strprintf("%s on %d rank%s (%s)", cfg.describe().c_str(), world_size, world_size == 1 ? "" : "s",
-                            strategy_name(pc.strategy)),
+  report.run_info(strprintf("%s on %d rank%s (%s, %s compute)", cfg.describe().c_str(), world_size,
+                            world_size == 1 ? "" : "s", strategy_name(pc.strategy),
+                            kernels::compute_dtype_name(o.compute_dtype)),
                   dp.describe());
   if (auto hook = fault_hook(rank)) o.before_backward = hook;
   o.stop_requested = &stop_signal();

@@ -5,6 +5,7 @@
 #include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
+#include "distllm/kernels/gemm.h"
 #include "distllm/kernels/linear_bi.h"
 
 namespace distllm {
@@ -22,6 +23,8 @@ int run_version(Args& args) {
               isa_name(active));
   std::printf("kernels: %s (training GEMM: OpenBLAS sgemm; bench gemm: own sgemm %s)\n", isa_name(kernels),
               isa_name(active));
+  std::printf("training --compute-dtype bf16: %s\n",
+              kernels::gemm_bf16_available() ? "available (vdpbf16ps GEMM)" : kernels::gemm_bf16_unavailable_reason());
   std::printf("decode linears: f32 %s, bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_bf16_path(),
               kernels::linear_bi_q8_path());
   std::printf("threads: %d\n", available_cpus());

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <vector>
 
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/timer.h"
+#include "distllm/kernels/gemm.h"
 
 namespace distllm::kernels {
 namespace {
@@ -21,16 +23,9 @@ float fma_loop_scalar(long iters) {
   return s;
 }
 
-}  // namespace
-
-double measure_fma_peak_gflops(Isa isa) {
-  isa = std::min(isa, best_isa());
-  const int lanes = isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 1;
-  auto loop = [isa](long iters) {
-    return isa == Isa::kAvx512 ? detail::fma_loop_avx512(iters)
-           : isa == Isa::kAvx2 ? detail::fma_loop_avx2(iters)
-                               : fma_loop_scalar(iters);
-  };
+// GFLOP/s of `loop` (flops_per_iter FLOPs per iteration) run on every thread at once.
+template <typename Loop>
+double measure_peak(Loop loop, double flops_per_iter) {
   const int threads = num_threads();
   float sink = 0.0f;
   auto run = [&](long iters) {
@@ -46,8 +41,26 @@ double measure_fma_peak_gflops(Isa isa) {
   double seconds = run(iters);
   while (seconds < 0.05 && iters < (1L << 30)) seconds = run(iters *= 2);
   for (int r = 0; r < 2; ++r) seconds = std::min(seconds, run(iters));
-  const double flops = 2.0 * detail::kFmaChains * lanes * static_cast<double>(iters) * threads;
+  const double flops = flops_per_iter * static_cast<double>(iters) * threads;
   return flops / seconds / 1e9 + (std::isnan(sink) ? 0.0 : 0.0);  // sink keeps the loops alive
+}
+
+}  // namespace
+
+double measure_fma_peak_gflops(Isa isa) {
+  isa = std::min(isa, best_isa());
+  const int lanes = isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 1;
+  auto loop = [isa](long iters) {
+    return isa == Isa::kAvx512 ? detail::fma_loop_avx512(iters)
+           : isa == Isa::kAvx2 ? detail::fma_loop_avx2(iters)
+                               : fma_loop_scalar(iters);
+  };
+  return measure_peak(loop, 2.0 * detail::kFmaChains * lanes);
+}
+
+double measure_bf16_dot_peak_gflops() {
+  DL_CHECK(gemm_bf16_available(), "bf16 compute is not available: %s", gemm_bf16_unavailable_reason());
+  return measure_peak(detail::bf16_dot_loop_avx512, 64.0 * detail::kFmaChains);
 }
 
 }  // namespace distllm::kernels

@@ -1,5 +1,7 @@
 // Blocking, packing, threading and the scalar reference micro-kernel of sgemm
-// (see gemm.h). The ISA micro-kernels live in gemm_avx2.cpp and gemm_avx512.cpp.
+// and gemm_bf16 (see gemm.h). The ISA micro-kernels live in gemm_avx2.cpp,
+// gemm_avx512.cpp and gemm_bf16_avx512.cpp; a Config names a kernel, its packing and
+// how many k one packed word holds, and the driver below serves them all.
 #include "distllm/kernels/gemm.h"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <new>
 
 #include "distllm/base/cpu.h"
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 
 namespace distllm::kernels {
@@ -40,6 +43,7 @@ struct Config {
   detail::GemmMicroKernel kernel;
   PackA pack_a = nullptr;  // null: the generic packing below
   PackB pack_b = nullptr;
+  int k_per_word = 1;  // 2 for bf16 pairs: a panel of kc k's is ceil(kc / 2) words deep
 };
 
 int env_int(const char* name, int fallback) {
@@ -73,6 +77,21 @@ const Config& config() {
   if (use_avx512()) return avx512;
   if (use_avx2()) return avx2;
   return scalar;
+}
+
+// Twice the f32 KC: a bf16 word holds two k, so the B micro-panel keeps the same
+// bytes in L1 and the A block the same in L2.
+const Config& bf16_config() {
+  static const Config bf16 = [] {
+    Config c = make_config(
+        {detail::avx512_bf16::kMR, detail::avx512_bf16::kNR, 512, 12 * 28, 32 * 64, "avx512_bf16"},
+        detail::avx512_bf16::gemm_kernel);
+    c.pack_a = detail::avx512_bf16::pack_a;
+    c.pack_b = detail::avx512_bf16::pack_b;
+    c.k_per_word = 2;
+    return c;
+  }();
+  return bf16;
 }
 
 // Per-thread packing buffers, grown on demand and kept for the thread's lifetime.
@@ -170,7 +189,8 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
   if (huge_c) b.kc *= 2;
   const int MR = b.mr, NR = b.nr;
   thread_local PackBuffer abuf, bbuf;
-  const int64_t kc_max = std::min<int64_t>(b.kc, K);
+  const int kpw = cfg.k_per_word;
+  const int64_t kc_max = (std::min<int64_t>(b.kc, K) + kpw - 1) / kpw;  // words
   float* ap = abuf.get(static_cast<size_t>(b.mc) * kc_max);
   float* bp = bbuf.get(static_cast<size_t>(b.nc) * kc_max);
   alignas(64) float edge[16 * 64];  // MR x NR scratch for partial tiles
@@ -178,6 +198,7 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
     const int64_t nc = std::min<int64_t>(b.nc, n1 - jc);
     for (int64_t pc = 0; pc < K; pc += b.kc) {
       const int64_t kc = std::min<int64_t>(b.kc, K - pc);
+      const int64_t kd = (kc + kpw - 1) / kpw;  // the panels' depth in words
       const float beta_k = pc == 0 ? beta : 1.0f;
       if (cfg.pack_b)
         cfg.pack_b(bp, B, ldb, tb, pc, kc, jc, nc);
@@ -191,11 +212,11 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
           pack_a(ap, A, lda, ta, ic, mc, pc, kc, MR);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-          const float* bpanel = bp + jr * kc;
+          const float* bpanel = bp + jr * kd;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
             float* c = C + (ic + ir) * ldc + jc + jr;
-            const float* apanel = ap + ir * kc;
+            const float* apanel = ap + ir * kd;
             // The kernel touches its C tile only at the end: start fetching it now
             // (rows a power of two apart would otherwise miss one by one).
             for (int i = 0; i < mr; ++i) {
@@ -203,9 +224,9 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
               __builtin_prefetch(c + i * ldc + nr - 1, 1);
             }
             if (mr == MR && nr == NR) {
-              cfg.kernel(kc, apanel, bpanel, c, ldc, alpha, beta_k);
+              cfg.kernel(kd, apanel, bpanel, c, ldc, alpha, beta_k);
             } else {
-              cfg.kernel(kc, apanel, bpanel, edge, NR, alpha, 0.0f);
+              cfg.kernel(kd, apanel, bpanel, edge, NR, alpha, 0.0f);
               for (int i = 0; i < mr; ++i)
                 for (int j = 0; j < nr; ++j) {
                   float v = edge[i * NR + j];
@@ -219,19 +240,15 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
   }
 }
 
-}  // namespace
-
-GemmBlocking gemm_blocking() { return config().blk; }
-
-void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+// sgemm's and gemm_bf16's body: the thread grid, then each thread's blocked loops.
+void gemm_driver(const Config& cfg, Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {  // C = beta * C
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  const Config& cfg = config();
   const bool huge_c = static_cast<double>(M) * N >= 16.0 * 1024 * 1024 && K > cfg.blk.kc;
   const int MR = cfg.blk.mr, NR = cfg.blk.nr;
   const bool ta = trans_a == Trans::kT, tb = trans_b == Trans::kT;
@@ -269,4 +286,29 @@ void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float 
   });
 }
 
+}  // namespace
+
+GemmBlocking gemm_blocking() { return config().blk; }
+GemmBlocking gemm_bf16_blocking() { return bf16_config().blk; }
+
+void sgemm(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_driver(config(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char* gemm_bf16_unavailable_reason() {
+  if (!cpu_features().avx512_bf16) return "this CPU lacks AVX512_BF16";
+  if (!use_avx512()) return "the active ISA level is below avx512 (DISTLLM_ISA caps it)";
+  return "";
+}
+
+bool gemm_bf16_available() { return *gemm_bf16_unavailable_reason() == '\0'; }
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  DL_CHECK(gemm_bf16_available(), "bf16 compute is not available: %s", gemm_bf16_unavailable_reason());
+  gemm_driver(bf16_config(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 }  // namespace distllm::kernels
+

@@ -2,6 +2,8 @@
 // loads of the B panel and 12 broadcasts of A) and packing routines that transpose
 // 16 x 16 blocks in registers (A stored row-major and B stored transposed must be
 // turned k-major; element-by-element copies cost as much as 10% of a product).
+// The transpose and the tile store are shared with the bf16 kernel
+// (gemm_avx512_common.h).
 // g++ 12's AVX-512 headers build some intrinsics (unpack, shuffle_f32x4) from
 // _mm512_undefined_ps() and then warn about it when inlined: a header bug, not ours.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -14,6 +16,7 @@
 #include <cstring>
 
 #include "distllm/kernels/gemm.h"
+#include "distllm/kernels/gemm_avx512_common.h"
 
 namespace distllm::kernels::detail::avx512 {
 
@@ -34,22 +37,7 @@ void gemm_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
     a += MR;
     b += kNR;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
-  if (beta == 0.0f) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      _mm512_storeu_ps(c + i * ldc, _mm512_mul_ps(va, acc0[i]));
-      _mm512_storeu_ps(c + i * ldc + 16, _mm512_mul_ps(va, acc1[i]));
-    }
-  } else {
-    const __m512 vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      float* ci = c + i * ldc;
-      _mm512_storeu_ps(ci, _mm512_fmadd_ps(va, acc0[i], _mm512_mul_ps(vb, _mm512_loadu_ps(ci))));
-      _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(va, acc1[i], _mm512_mul_ps(vb, _mm512_loadu_ps(ci + 16))));
-    }
-  }
+  store_tile<MR>(acc0, acc1, c, ldc, alpha, beta);
 }
 
 namespace {
@@ -59,36 +47,12 @@ namespace {
 // k < kcount.
 inline void transpose16(const float* s, int64_t lds, int rows, int kcount, float* d, int64_t ldd,
                         __mmask16 store_mask) {
-  const __mmask16 kmask = static_cast<__mmask16>(kcount >= 16 ? 0xFFFF : (1u << kcount) - 1);
+  const __mmask16 kmask = first_lanes(kcount);
   __m512 r[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(kmask, s + i * lds) : _mm512_setzero_ps();
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + q]: within each 128-bit lane L, element k = 4L + q of rows 4g..4g+3.
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
   __m512 out[16];
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);  // k = q, 8+q of rows 0-7
-    __m512 w = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);  // k = 4+q, 12+q of rows 0-7
-    __m512 x = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
-    __m512 y = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
-    out[q] = _mm512_shuffle_f32x4(v, x, 0x88);
-    out[8 + q] = _mm512_shuffle_f32x4(v, x, 0xDD);
-    out[4 + q] = _mm512_shuffle_f32x4(w, y, 0x88);
-    out[12 + q] = _mm512_shuffle_f32x4(w, y, 0xDD);
-  }
+  transpose16x16(r, out);
   for (int k = 0; k < kcount; ++k) _mm512_mask_storeu_ps(d + k * ldd, store_mask, out[k]);
 }
 
@@ -101,15 +65,15 @@ void pack_a(float* dst, const float* A, int64_t lda, bool trans, int64_t i0, int
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - p));
     float* d = dst + p * kc;
     if (trans) {  // op(A)(i, k) = A[k * lda + i]: MR contiguous values per k
-      const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
+      const __mmask16 m = first_lanes(rows);
       const float* s = A + k0 * lda + i0 + p;
       for (int64_t k = 0; k < kc; ++k, s += lda, d += MR)
-        _mm512_mask_storeu_ps(d, (1u << MR) - 1, _mm512_maskz_loadu_ps(m, s));
+        _mm512_mask_storeu_ps(d, first_lanes(MR), _mm512_maskz_loadu_ps(m, s));
     } else {  // rows of A: transpose 16-deep blocks
       const float* s = A + (i0 + p) * lda + k0;
       for (int64_t k = 0; k < kc; k += 16)
         transpose16(s + k, lda, rows, static_cast<int>(std::min<int64_t>(16, kc - k)), d + k * MR, MR,
-                    static_cast<__mmask16>((1u << MR) - 1));
+                    first_lanes(MR));
     }
   }
 }
@@ -121,8 +85,7 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
     float* d = dst + p * kc;
     if (!trans) {  // op(B)(k, j) = B[k * ldb + j]: NR contiguous values per k
       const float* s = B + k0 * ldb + j0 + p;
-      const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-      const __mmask16 m1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+      const __mmask16 m0 = first_lanes(cols), m1 = first_lanes(cols - 16);
       for (int64_t k = 0; k < kc; ++k, s += ldb, d += NR) {
         _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, s));
         _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, s + 16));

@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "distllm/base/cpu.h"
+#include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
+#include "distllm/kernels/gemm.h"
 #include "distllm/kernels/vec.h"
 
 namespace distllm::kernels {
@@ -51,14 +53,40 @@ void matvec(float* out, int64_t ldo, const float* inp, int64_t ldi, const float*
   });
 }
 
+// C = A·op(B)-style product in the mode's dtype (row-major; ta/tb transpose A/B).
+void gemm(ComputeDtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (dt == ComputeDtype::kBf16) {
+    gemm_bf16(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+}
+
 }  // namespace
 
+const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::kBf16 ? "bf16" : "f32"; }
+
+ComputeDtype parse_compute_dtype(const std::string& text) {
+  if (text == "f32") return ComputeDtype::kF32;
+  if (text == "bf16") return ComputeDtype::kBf16;
+  throw_error("--compute-dtype must be f32 or bf16, got '" + text + "'");
+}
+
+void check_compute_dtype(ComputeDtype d) {
+  DL_CHECK(d != ComputeDtype::kBf16 || gemm_bf16_available(),
+           "--compute-dtype bf16 needs AVX512_BF16 (vdpbf16ps): %s; use --compute-dtype f32",
+           gemm_bf16_unavailable_reason());
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t M, int K, int N,
-                    WeightLayout layout, int64_t ldi, int64_t ldo, bool accumulate) {
+                    MatmulMode mode, int64_t ldi, int64_t ldo, bool accumulate) {
   if (ldi == 0) ldi = K;
   if (ldo == 0) ldo = N;
   if (M == 0 || N == 0) return;
-  if (layout == WeightLayout::kOutIn && M < kMatvecMaxRows) {
+  if (mode.layout == WeightLayout::kOutIn && mode.compute == ComputeDtype::kF32 && M < kMatvecMaxRows) {
     matvec(out, ldo, inp, ldi, weight, accumulate ? nullptr : bias, M, K, N, accumulate);
     return;
   }
@@ -67,41 +95,30 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     parallel_for(0, M, [&](int64_t m) { std::memcpy(out + m * ldo, bias, sizeof(float) * N); });
     beta = 1.0f;
   }
-  if (layout == WeightLayout::kInOut) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, ldi, weight, N, beta, out, ldo);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, ldi, weight, K, beta, out, ldo);
-  }
+  const bool in_out = mode.layout == WeightLayout::kInOut;
+  gemm(mode.compute, false, !in_out, M, N, K, inp, ldi, weight, in_out ? N : K, beta, out, ldo);
 }
 
 void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t M, int K, int N,
-                           WeightLayout layout, int64_t ld_dout, int64_t ld_dinp, bool accumulate) {
+                           MatmulMode mode, int64_t ld_dout, int64_t ld_dinp, bool accumulate) {
   if (ld_dout == 0) ld_dout = N;
   if (ld_dinp == 0) ld_dinp = K;
   if (M == 0) return;
-  float beta = accumulate ? 1.0f : 0.0f;
-  if (layout == WeightLayout::kInOut) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, ld_dout, weight, N, beta, dinp,
-                ld_dinp);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, ld_dout, weight, K, beta, dinp,
-                ld_dinp);
-  }
+  const bool in_out = mode.layout == WeightLayout::kInOut;
+  gemm(mode.compute, false, in_out, M, K, N, dout, ld_dout, weight, in_out ? N : K, accumulate ? 1.0f : 0.0f, dinp,
+       ld_dinp);
 }
 
 void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int64_t M, int K,
-                            int N, WeightLayout layout, int64_t ld_dout, int64_t ld_inp) {
+                            int N, MatmulMode mode, int64_t ld_dout, int64_t ld_inp) {
   if (ld_dout == 0) ld_dout = N;
   if (ld_inp == 0) ld_inp = K;
   if (M == 0) return;
   if (dweight) {
-    if (layout == WeightLayout::kInOut) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, ld_inp, dout, ld_dout, 1.0f,
-                  dweight, N);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, ld_dout, inp, ld_inp, 1.0f,
-                  dweight, K);
-    }
+    if (mode.layout == WeightLayout::kInOut)
+      gemm(mode.compute, true, false, K, N, M, inp, ld_inp, dout, ld_dout, 1.0f, dweight, N);
+    else
+      gemm(mode.compute, true, false, N, K, M, dout, ld_dout, inp, ld_inp, 1.0f, dweight, K);
   }
   if (dbias) {
     // Column sums split by column block: fixed order, no sharing between threads.

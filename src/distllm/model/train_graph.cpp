@@ -296,9 +296,18 @@ AttentionArgs attention_args(const ModelConfig& cfg, int B, int T, float* qkv, f
 
 }  // namespace
 
+void TrainGraph::set_compute_dtype(kernels::ComputeDtype d) {
+  check_compute_dtype(d);
+  compute_ = d;
+}
+
+MatmulMode TrainGraph::layer_matmul() const {
+  return {cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn, compute_};
+}
+
 void TrainGraph::layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out) {
   const int C = cfg_.n_embd;
-  const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  const MatmulMode lay = layer_matmul();
   {
     DL_PROFILE("fwd.norm");
     norm_forward(true, w, in, a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data());
@@ -440,7 +449,7 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
     const float* x = final_norm_.data() + r0 * C;
     {
       DL_PROFILE("head.matmul");
-      matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, WeightLayout::kOutIn);
+      matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, head_matmul());
     }
     if (args.logits_out) std::memcpy(args.logits_out + r0 * V, logits, sizeof(float) * rows * V);
     if (tp_.active()) {
@@ -456,8 +465,8 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
       cross_entropy_forward_backward(losses_.data() + r0, logits, targets + r0, rows, V, ce_scale);
     }
     DL_PROFILE("head.matmul_bwd");
-    matmul_backward_input(dnorm_.data() + r0 * C, logits, head.lm_head, rows, C, V, WeightLayout::kOutIn);
-    matmul_backward_weight(dhead.lm_head, nullptr, logits, x, rows, C, V, WeightLayout::kOutIn);
+    matmul_backward_input(dnorm_.data() + r0 * C, logits, head.lm_head, rows, C, V, head_matmul());
+    matmul_backward_weight(dhead.lm_head, nullptr, logits, x, rows, C, V, head_matmul());
   }
   // Each rank's vocabulary rows gave part of d(final norm output).
   if (args.compute_grad) final_dnorm_ = reduce_input_grad();
@@ -468,7 +477,7 @@ float TrainGraph::head_forward(ParamSource& src, const int32_t* targets, const F
 
 void TrainGraph::layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a) {
   const int C = cfg_.n_embd;
-  const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  const MatmulMode lay = layer_matmul();
   // dresid_: d(layer output) on entry, d(layer input) on exit (this rank's rows).
 
   // MLP branch: out = mid + mlp_out(act(mlp_in(norm2(mid))))
@@ -608,7 +617,7 @@ void TrainGraph::tp_allreduce(float* data, int64_t n) {
 
 void TrainGraph::row_parallel_forward(float* out, const float* in, const float* w, const float* b, int in_dim) {
   const int C = cfg_.n_embd;
-  const WeightLayout lay = cfg_.is_gpt2() ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  const MatmulMode lay = layer_matmul();
   if (!tp_.active()) {
     matmul_forward(out, in, w, b, BT_, in_dim, C, lay);
     return;

@@ -52,6 +52,11 @@
 // stage_output_grad(), and a stage after the first ends it with stage_input_grad().
 // Only the last stage computes (and returns) a loss; the others return 0.
 //
+// Compute dtype (set_compute_dtype): with bf16 every linear product (the layers'
+// and the output head's, forward, backward-input and backward-weight) runs in
+// kernels::gemm_bf16, bf16 inputs with f32 sums; parameters, gradients, activations,
+// norms, softmax, cross-entropy and attention (its own f32 products) stay f32.
+//
 // Activation checkpointing keeps only the input of a checkpointed layer and runs
 // its forward again inside backward; the recomputation is bit-identical, so loss and
 // gradients do not change.
@@ -63,6 +68,7 @@
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
+#include "distllm/kernels/matmul.h"
 #include "distllm/kernels/rope.h"
 #include "distllm/base/context_parallel_comm.h"
 #include "distllm/model/param_source.h"
@@ -164,6 +170,10 @@ class TrainGraph {
   // Bytes of every activation and scratch buffer this graph holds.
   size_t activation_bytes() const;
   const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
+  // The dtype of the linear products (f32 unless set); throws, naming the reason,
+  // when this CPU cannot compute in it.
+  void set_compute_dtype(kernels::ComputeDtype d);
+  kernels::ComputeDtype compute_dtype() const { return compute_; }
 
  private:
   struct LayerActs {
@@ -194,6 +204,7 @@ class TrainGraph {
   int64_t rows_ = 0, row_begin_ = 0;
   std::vector<int64_t> row_counts_;
   ActivationCheckpointing checkpointing_;
+  kernels::ComputeDtype compute_ = kernels::ComputeDtype::kF32;
   kernels::RopeTable rope_;
   std::vector<int32_t> positions_;  // [BT]: t for each row
   std::vector<int32_t> tokens_;     // copies kept for the embedding backward (this rank's rows under tp)
@@ -219,6 +230,9 @@ class TrainGraph {
   bool grad_pending_ = false;
 
   void alloc_acts(LayerActs& a);
+  // The layers' weight layout (the family's) and the head's ([V, C]), in compute_.
+  kernels::MatmulMode layer_matmul() const;
+  kernels::MatmulMode head_matmul() const { return {kernels::WeightLayout::kOutIn, compute_}; }
   LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer - stage_.begin]; }
   float* layer_input(int layer) { return inputs_[layer - stage_.begin].data(); }
   // Norm of this rank's rows of `in` into out [BT, C] (all rows: gathered under

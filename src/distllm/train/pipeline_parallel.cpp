@@ -37,6 +37,7 @@ PipelineParallel::PipelineParallel(DataParallel& engine, TrainGraph& graph, Pipe
       owned_.push_back(std::make_unique<TrainGraph>(engine_.config(), graph_.batch(), graph_.full_seq_len(),
                                                     checkpointing_, engine_.tensor_parallel(),
                                                     engine_.context_parallel(), stage_.chunks[c]));
+      owned_.back()->set_compute_dtype(graph_.compute_dtype());
       s.graphs.push_back(owned_.back().get());
     }
     for (int k = static_cast<int>(s.graphs.size()) - 1; k >= 0; --k) s.free.push_back(k);

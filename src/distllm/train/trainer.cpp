@@ -32,6 +32,7 @@ void TrainOptions::validate() const {
   DL_CHECK(time_limit_seconds >= 0, "time limit must be >= 0, got %g", time_limit_seconds);
   schedule.validate();
   adamw.validate();
+  kernels::check_compute_dtype(compute_dtype);
 }
 
 Trainer::Trainer(Transformer& model, const TokenDataset& train, const TokenDataset* val, TrainOptions options)
@@ -39,6 +40,7 @@ Trainer::Trainer(Transformer& model, const TokenDataset& train, const TokenDatas
       engine_(owned_engine_.get()),
       options_(std::move(options)),
       graph_(model.config(), options_.batch, options_.seq_len, options_.checkpointing) {
+  graph_.set_compute_dtype(options_.compute_dtype);
   init(train, val);
 }
 
@@ -47,6 +49,7 @@ Trainer::Trainer(DataParallel& engine, const TokenDataset& train, const TokenDat
       options_(std::move(options)),
       graph_(engine.config(), options_.batch, options_.seq_len, options_.checkpointing, engine.tensor_parallel(),
              engine.context_parallel(), engine.pipeline().layers.chunks.front()) {
+  graph_.set_compute_dtype(options_.compute_dtype);  // before the pipeline copies the graph
   if (engine.pipeline().active()) {
     DL_CHECK(options_.grad_accum == 1,
              "--grad-accum %d with pipeline parallelism: use --micro-batches (the pipeline's micro-batches)",

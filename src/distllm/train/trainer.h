@@ -36,6 +36,9 @@ struct TrainOptions {
   int eval_batches = 8;
   double time_limit_seconds = 0;  // stop early after this much training time (0: none)
   ActivationCheckpointing checkpointing;
+  // The linear products' dtype (TrainGraph::set_compute_dtype): bf16 where the CPU
+  // has AVX512_BF16; master weights, gradients and optimizer state stay f32.
+  kernels::ComputeDtype compute_dtype = kernels::ComputeDtype::kF32;
   // Pipeline parallelism (the engine holds one stage): a step is `micro_batches`
   // micro-batches of `batch` sequences run by the schedule (grad_accum must be 1).
   int micro_batches = 1;
