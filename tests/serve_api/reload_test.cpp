@@ -320,9 +320,11 @@ TEST_F(HotReload, UnderLoadNoRequestFailsAndNewRequestsSeeNewWeights) {
   EXPECT_EQ(s.metric("model_reloads_total"), 2);
   EXPECT_EQ(s.metric("model_version"), 3);
   EXPECT_EQ(s.metric("request_failed_total"), 0);
-  // The old engines finished their requests and were freed.
+  // The old engines finished their requests and were freed. A client has its whole
+  // answer a moment before the engine drops the finished request: wait for both.
   t = Timer();
-  while (s.engine->retiring() > 0 && t.seconds() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while ((s.engine->retiring() > 0 || s.engine->stats().requests > 0) && t.seconds() < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(s.engine->retiring(), 0);
   EXPECT_EQ(s.engine->stats().requests, 0);
 }

@@ -101,6 +101,18 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
 // batch 1: 12.5 -> 10.9 ms; 1 KB and 8 KB were in between).
 constexpr int kRowsPrefetchBytes = 4096;
 
+// The int8 and bf16 tiles' last step, the same on every ISA: row r's outputs n0 ..
+// n0 + n_valid from its f32 lanes, `per_row` (2 or 4) consecutive lanes per output,
+// added pairwise in a fixed order, then the bias.
+inline void store_lane_sums(float* out, int64_t ldo, int r, const float* lanes, int per_row, const float* bias, int n0,
+                            int n_valid) {
+  for (int j = 0; j < n_valid; ++j) {
+    const float* l = lanes + per_row * j;
+    const float sum = per_row == 2 ? l[0] + l[1] : (l[0] + l[1]) + (l[2] + l[3]);
+    out[r * ldo + n0 + j] = sum + (bias ? bias[n0 + j] : 0.0f);
+  }
+}
+
 // int8 weights: rows [row0, row0 + mr) of the quantized x (mr <= 3) against the row
 // groups [g0, g1). The avx512 one needs AVX512_VNNI. bf16 weights: the same with x
 // rounded to bf16; the avx512 one needs AVX512_BF16.

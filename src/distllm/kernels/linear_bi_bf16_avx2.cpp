@@ -45,8 +45,7 @@ void rows_group_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, c
     alignas(32) float v[16];
     _mm256_store_ps(v, _mm256_add_ps(acc[0][0], acc[1][0]));
     _mm256_store_ps(v + 8, _mm256_add_ps(acc[0][1], acc[1][1]));
-    for (int j = 0; j < n_valid; ++j)
-      out[r * ldo + n0 + j] = ((v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])) + (bias ? bias[n0 + j] : 0.0f);
+    store_lane_sums(out, ldo, r, v, 4, bias, n0, n_valid);
   }
 }
 

@@ -45,8 +45,7 @@ void rows_group_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, c
   for (int r = 0; r < MR; ++r) {
     alignas(64) float v[16];
     _mm512_store_ps(v, _mm512_add_ps(acc[r][0], acc[r][1]));
-    for (int j = 0; j < n_valid; ++j)
-      out[r * ldo + n0 + j] = ((v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3])) + (bias ? bias[n0 + j] : 0.0f);
+    store_lane_sums(out, ldo, r, v, 4, bias, n0, n_valid);
   }
 }
 

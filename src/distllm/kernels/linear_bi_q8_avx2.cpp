@@ -57,7 +57,7 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
   for (int r = 0; r < MR; ++r) {
     alignas(32) float v[8];
     _mm256_store_ps(v, acc[r]);
-    for (int j = 0; j < n_valid; ++j) out[r * ldo + n0 + j] = (v[2 * j] + v[2 * j + 1]) + (bias ? bias[n0 + j] : 0.0f);
+    store_lane_sums(out, ldo, r, v, 2, bias, n0, n_valid);
   }
 }
 

@@ -155,18 +155,8 @@ TEST(MixedMeshCheckpoint, PipelineTimesTensorParallelResumesOnOtherMeshes) {
       {{.mesh = "dp=2,pp=2", .strategy = Strategy::kZero2, .micro_batches = 2}, pp_tp},
   };
   for (const ModelConfig& cfg : {gpt2_mesh(), llama_mesh(4, false)}) {
-    Result expected;  // one process, uninterrupted: steps kSave+1 .. kSteps and the model after
-    {
-      Transformer m(cfg);
-      m.init_weights(11);
-      train_test::Job job;
-      Trainer t(m, train_test::dataset(), nullptr, train_test::options(job, kGlobal));
-      for (int i = 0; i < kSteps; ++i) {
-        StepStats st = t.step();
-        if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
-      }
-      expected.params.assign(m.params(), m.params() + m.size());
-    }
+    // One process, uninterrupted: steps kSave+1 .. kSteps and the model after.
+    const Result expected = train_test::train_single_from(cfg, kGlobal, 1, kSave, kSteps);
     for (const auto& [from, to] : moves) {
       if (from.ranks > comm::world()->size() || to.ranks > comm::world()->size()) continue;
       const std::string what = cfg.family_name() + " " + from.describe() + " -> " + to.describe();

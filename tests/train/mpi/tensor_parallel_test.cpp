@@ -413,18 +413,7 @@ TEST(TensorParallelCheckpoint, LoadsAtAnotherTpSizeAndMesh) {
   };
   for (const ModelConfig& cfg : {gpt2_tp(), llama_tp(4)}) {
     // One process, uninterrupted: steps kSave+1 .. kSteps and the parameters after.
-    TrainRun expected;
-    {
-      Transformer m(cfg);
-      m.init_weights(11);
-      train_test::Job job;
-      Trainer t(m, train_test::dataset(), nullptr, train_test::options(job, kGlobal));
-      for (int i = 0; i < kSteps; ++i) {
-        StepStats st = t.step();
-        if (i >= kSave) expected.losses.push_back(st.loss), expected.norms.push_back(st.grad_norm);
-      }
-      expected.params.assign(m.params(), m.params() + m.size());
-    }
+    const TrainRun expected = train_test::train_single_from(cfg, kGlobal, 1, kSave, kSteps);
     for (const auto& [from, to] : moves) {
       if (from.dp * from.tp > world || to.dp * to.tp > world) continue;
       const std::string what = strprintf("%s dp%d x tp%d %s -> dp%d x tp%d %s", cfg.family_name().c_str(), from.dp,
