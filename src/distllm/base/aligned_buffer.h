@@ -1,5 +1,6 @@
-// A heap array aligned to a cache line (and AVX2 loads), zero-initialised unless
-// allocated with resize_uninitialized. Every byte is counted in MemoryStats.
+// A heap array aligned to a cache line (and AVX2 loads; large ones to huge pages,
+// base/page_alloc.h), zero-initialised unless allocated with
+// resize_uninitialized. Every byte is counted in MemoryStats.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "distllm/base/memory_stats.h"
+#include "distllm/base/page_alloc.h"
 
 namespace distllm {
 
@@ -42,7 +44,7 @@ class AlignedBuffer {
   void resize_uninitialized(size_t n) {
     release();
     if (n == 0) return;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlign, padded_bytes(n)));
+    data_ = static_cast<T*>(allocate_pages(padded_bytes(n), kAlign));
     if (data_ == nullptr) throw std::bad_alloc();
     size_ = n;
     MemoryStats::on_alloc(static_cast<int64_t>(padded_bytes(n)));
