@@ -124,44 +124,67 @@ int64_t ParamLayout::group_span(int g) const {
   return end - groups_.at(i).offset;
 }
 
-LayerTensors ParamLayout::layer_view(float* group_base, int i) const {
-  LayerTensors t;
+LayerOffsets ParamLayout::layer_offsets(int i) const {
+  LayerOffsets t;
   const ParamGroup& g = groups_.at(layer_group(i));
-  auto ptr = [&](int k) { return group_base + (tensors_[g.tensors[k]].offset - g.offset); };
+  auto off = [&](int k) { return tensors_[g.tensors.at(k)].offset; };
   if (config_.is_gpt2()) {
-    t.attn_norm_w = ptr(0), t.attn_norm_b = ptr(1);
-    t.qkv_w = ptr(2), t.qkv_b = ptr(3);
-    t.attn_out_w = ptr(4), t.attn_out_b = ptr(5);
-    t.mlp_norm_w = ptr(6), t.mlp_norm_b = ptr(7);
-    t.mlp_in_w = ptr(8), t.mlp_in_b = ptr(9);
-    t.mlp_out_w = ptr(10), t.mlp_out_b = ptr(11);
+    t.attn_norm_w = off(0), t.attn_norm_b = off(1);
+    t.qkv_w = off(2), t.qkv_b = off(3);
+    t.attn_out_w = off(4), t.attn_out_b = off(5);
+    t.mlp_norm_w = off(6), t.mlp_norm_b = off(7);
+    t.mlp_in_w = off(8), t.mlp_in_b = off(9);
+    t.mlp_out_w = off(10), t.mlp_out_b = off(11);
   } else {
-    t.attn_norm_w = ptr(0);
-    t.qkv_w = ptr(1);  // q_proj, then k_proj and v_proj right after it
-    t.attn_out_w = ptr(4);
-    t.mlp_norm_w = ptr(5);
-    t.mlp_in_w = ptr(6);  // gate_proj, then up_proj right after it
-    t.mlp_out_w = ptr(8);
+    t.attn_norm_w = off(0);
+    t.qkv_w = off(1);  // q_proj, then k_proj and v_proj right after it
+    t.attn_out_w = off(4);
+    t.mlp_norm_w = off(5);
+    t.mlp_in_w = off(6);  // gate_proj, then up_proj right after it
+    t.mlp_out_w = off(8);
   }
   return t;
 }
 
+EmbedHeadOffsets ParamLayout::embed_head_offsets() const {
+  EmbedHeadOffsets o;
+  const ParamGroup& e = groups_.at(embed_group());
+  if (!e.tensors.empty()) {
+    o.wte = tensors_[e.tensors[0]].offset;
+    if (config_.is_gpt2()) o.wpe = tensors_[e.tensors[1]].offset;
+  }
+  const ParamGroup& h = groups_.at(head_group());
+  if (!h.tensors.empty()) {
+    o.norm_w = tensors_[h.tensors[0]].offset;
+    if (config_.is_gpt2()) o.norm_b = tensors_[h.tensors[1]].offset;
+    if (!config_.tie_embeddings) o.lm_head = tensors_[h.tensors[config_.is_gpt2() ? 2 : 1]].offset;
+  }
+  if (config_.tie_embeddings) o.lm_head = o.wte;
+  return o;
+}
+
+LayerTensors ParamLayout::layer_view(float* group_base, int i) const {
+  const int64_t group_offset = groups_.at(layer_group(i)).offset;
+  return layer_offsets(i).map<float*>([&](int64_t off) { return group_base + (off - group_offset); });
+}
+
 EmbedTensors ParamLayout::embed_view(float* group_base) const {
   EmbedTensors e;
-  const ParamGroup& g = groups_.at(embed_group());
-  e.wte = group_base + (tensors_[g.tensors[0]].offset - g.offset);
-  if (config_.is_gpt2()) e.wpe = group_base + (tensors_[g.tensors[1]].offset - g.offset);
+  const EmbedHeadOffsets o = embed_head_offsets();
+  const int64_t group_offset = groups_.at(embed_group()).offset;
+  e.wte = group_base + (o.wte - group_offset);
+  if (o.wpe >= 0) e.wpe = group_base + (o.wpe - group_offset);
   return e;
 }
 
 HeadTensors ParamLayout::head_view(float* head_base, float* embed_base) const {
   HeadTensors h;
-  const ParamGroup& g = groups_.at(head_group());
-  auto ptr = [&](int k) { return head_base + (tensors_[g.tensors[k]].offset - g.offset); };
-  h.norm_w = ptr(0);
-  if (config_.is_gpt2()) h.norm_b = ptr(1);
+  const EmbedHeadOffsets o = embed_head_offsets();
+  const int64_t group_offset = groups_.at(head_group()).offset;
+  h.norm_w = head_base + (o.norm_w - group_offset);
+  if (o.norm_b >= 0) h.norm_b = head_base + (o.norm_b - group_offset);
   h.lm_head = config_.tie_embeddings ? (embed_base ? embed_view(embed_base).wte : nullptr)
-                                     : ptr(config_.is_gpt2() ? 2 : 1);
+                                     : head_base + (o.lm_head - group_offset);
   return h;
 }
 

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "distllm/kernels/matmul.h"
@@ -58,22 +59,43 @@ struct ParamGroup {
   std::vector<int> tensors;
 };
 
-// Pointers to one block's tensors inside a flat buffer (parameters, gradients or
-// optimizer moments: the same layout). Unused fields are null for a family.
-struct LayerTensors {
-  float* attn_norm_w = nullptr;
-  float* attn_norm_b = nullptr;
-  float* qkv_w = nullptr;  // gpt2 c_attn [C, 3C]; llama q|k|v [(H+2KV)*D, C]
-  float* qkv_b = nullptr;
-  float* attn_out_w = nullptr;  // gpt2 c_proj [C, C]; llama o_proj [C, H*D]
-  float* attn_out_b = nullptr;
-  float* mlp_norm_w = nullptr;
-  float* mlp_norm_b = nullptr;
-  float* mlp_in_w = nullptr;  // gpt2 c_fc [C, 4C]; llama gate|up [2I, C]
-  float* mlp_in_b = nullptr;
-  float* mlp_out_w = nullptr;  // gpt2 c_proj [4C, C]; llama down [C, I]
-  float* mlp_out_b = nullptr;
+// One block's tensors inside a flat buffer (parameters, gradients or optimizer
+// moments: the same layout), as pointers (LayerTensors) or as flat offsets in
+// floats (LayerOffsets: for weights that are not one f32 buffer, model_weights.h).
+// Fields a family lacks are null, or -1.
+template <typename T>
+struct LayerFields {
+  static constexpr T kNone = [] {
+    if constexpr (std::is_pointer_v<T>) return T{nullptr};
+    else return T{-1};
+  }();
+  T attn_norm_w = kNone;
+  T attn_norm_b = kNone;
+  T qkv_w = kNone;  // gpt2 c_attn [C, 3C]; llama q|k|v [(H+2KV)*D, C]
+  T qkv_b = kNone;
+  T attn_out_w = kNone;  // gpt2 c_proj [C, C]; llama o_proj [C, H*D]
+  T attn_out_b = kNone;
+  T mlp_norm_w = kNone;
+  T mlp_norm_b = kNone;
+  T mlp_in_w = kNone;  // gpt2 c_fc [C, 4C]; llama gate|up [2I, C]
+  T mlp_in_b = kNone;
+  T mlp_out_w = kNone;  // gpt2 c_proj [4C, C]; llama down [C, I]
+  T mlp_out_b = kNone;
+
+  // The same fields, each mapped by f (absent ones stay absent).
+  template <typename U, typename F>
+  LayerFields<U> map(F f) const {
+    LayerFields<U> r;
+    auto m = [&](T v) { return v == kNone ? LayerFields<U>::kNone : f(v); };
+    r.attn_norm_w = m(attn_norm_w), r.attn_norm_b = m(attn_norm_b), r.qkv_w = m(qkv_w), r.qkv_b = m(qkv_b);
+    r.attn_out_w = m(attn_out_w), r.attn_out_b = m(attn_out_b), r.mlp_norm_w = m(mlp_norm_w);
+    r.mlp_norm_b = m(mlp_norm_b), r.mlp_in_w = m(mlp_in_w), r.mlp_in_b = m(mlp_in_b), r.mlp_out_w = m(mlp_out_w);
+    r.mlp_out_b = m(mlp_out_b);
+    return r;
+  }
 };
+using LayerTensors = LayerFields<float*>;
+using LayerOffsets = LayerFields<int64_t>;
 
 struct EmbedTensors {
   float* wte = nullptr;
@@ -84,6 +106,13 @@ struct HeadTensors {
   float* norm_w = nullptr;
   float* norm_b = nullptr;
   float* lm_head = nullptr;  // [V, C]; points at wte when tied
+};
+
+// Flat offsets (floats) of the embedding and head tensors; -1 where absent.
+struct EmbedHeadOffsets {
+  int64_t wte = -1, wpe = -1;
+  int64_t norm_w = -1, norm_b = -1;
+  int64_t lm_head = -1;  // wte when tied
 };
 
 class ParamLayout {
@@ -105,6 +134,10 @@ class ParamLayout {
   std::optional<int> find(const std::string& name) const;
   const ParamTensor& tensor(const std::string& name) const;  // throws if unknown
 
+  // Flat offsets of one block's tensors and of the embedding and head tensors
+  // (the one place that knows the order inside a group).
+  LayerOffsets layer_offsets(int layer) const;
+  EmbedHeadOffsets embed_head_offsets() const;
   // Views into a whole flat buffer.
   LayerTensors layer(float* base, int layer) const;
   EmbedTensors embed(float* base) const;
