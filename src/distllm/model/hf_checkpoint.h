@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "distllm/model/model_weights.h"
 #include "distllm/model/transformer.h"
 
 namespace distllm {
@@ -16,6 +17,9 @@ namespace distllm {
 struct SaveOptions {
   // Split the weights into shards of at most this many bytes (0 = one file).
   uint64_t max_shard_bytes = 0;
+  // The tensors' dtype in the files: f32, or bf16 / f16 (rounded to nearest even),
+  // as Hugging Face checkpoints are usually published; config.json's torch_dtype says it.
+  DType dtype = DType::kF32;
   // Extra files to write into the directory (name -> content), e.g. tokenizer.json.
   std::map<std::string, std::string> extra_files;
   // Written as safetensors __metadata__ (format=pt is always added).
@@ -36,6 +40,12 @@ void save_hf_model(const Transformer& model, const std::string& dir, const SaveO
 // are an error, except buffers transformers itself writes (attn.bias masks,
 // rotary inv_freq) and a tied lm_head.weight.
 std::unique_ptr<Transformer> load_hf_model(const std::string& dir);
+
+// The same files and checks, but the tensors stay memory-mapped in the files' own
+// dtype (nothing is converted): what serving reads, so a bf16 checkpoint served as
+// bf16 is never widened to f32 (model_weights.h). The files must not be rewritten
+// in place while the result is alive (distllm and Hugging Face writers replace them).
+std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir);
 
 ModelConfig load_hf_config(const std::string& dir);
 

@@ -1,5 +1,6 @@
 #include "distllm/model/inference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -18,53 +19,122 @@ namespace distllm {
 using namespace kernels;
 
 InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype, InferenceTensorParallel tp)
-    : model_(std::move(model)), cfg_(model_->config()), shard_(cfg_), tp_(tp), weight_dtype_(weight_dtype) {
+    : InferenceModel(ModelWeights::of(std::move(model)), weight_dtype, tp) {}
+
+InferenceModel::InferenceModel(std::shared_ptr<const ModelWeights> weights, DType weight_dtype,
+                               InferenceTensorParallel tp)
+    : cfg_(weights->config()), shard_(cfg_), tp_(tp), weight_dtype_(weight_dtype) {
   DL_CHECK(PackedLinear::supports(weight_dtype), "--dtype must be f32, bf16 or int8, not %s",
            dtype_short_name(weight_dtype));
-  const ParamLayout* layout = &model_->layout();
-  float* base = const_cast<float*>(model_->params());  // views only; never written
   if (tp_.active()) {
     const TensorParallelPlan& plan = *tp_.plan;
     DL_CHECK(tp_.comm != nullptr && tp_.comm->size() == plan.size() && tp_.comm->rank() == plan.rank(),
              "the tp group does not match the tensor-parallel plan (rank %d of %d)", plan.rank(), plan.size());
-    DL_CHECK(plan.full_layout().total_size() == layout->total_size() && plan.full().n_head == cfg_.n_head &&
+    DL_CHECK(plan.full_layout().total_size() == weights->layout().total_size() && plan.full().n_head == cfg_.n_head &&
                  plan.full().vocab_size == cfg_.vocab_size,
              "the tensor-parallel plan was made for another model than %s", cfg_.describe().c_str());
     shard_ = plan.local();
     shard_params_.resize(static_cast<size_t>(plan.local_layout().total_size()));
-    plan.full_to_local(model_->params(), shard_params_.data());
-    layout = &plan.local_layout();
-    base = shard_params_.data();
+    // The plan slices a flat f32 buffer: weights kept in a file's dtype are widened
+    // for that once, and the widened copy is dropped with the slicing.
+    std::unique_ptr<Transformer> widened;
+    const float* full = weights->flat_f32();
+    if (full == nullptr) {
+      widened = weights->to_transformer();
+      full = widened->params();
+    }
+    plan.full_to_local(full, shard_params_.data());
     for (int r = 0; r < plan.size(); ++r) {
       auto [b, e] = TensorParallelPlan::split(cfg_.vocab_size, plan.size(), r);
       vocab_rows_.push_back(e - b);
     }
-    model_.reset();  // the shard is self-contained; the caller decides whether the whole model stays
+    // The shard is self-contained; the caller decides whether the whole model stays.
+    weights = std::make_shared<const ModelWeights>(shard_, plan.local_layout(), shard_params_.data(), nullptr);
   }
-  const int C = cfg_.n_embd;
-  // GPT-2 stores Conv1D weights as [in, out], Llama as [out, in].
-  auto pack = [&](const float* w, int in, int out) {
-    return cfg_.is_gpt2() ? PackedLinear::from_transposed(w, out, in, weight_dtype)
-                          : PackedLinear(w, out, in, weight_dtype);
+  build(*weights);
+  // Views point into a flat buffer; from any other source everything kept was copied.
+  if (weights->flat_f32() != nullptr) weights_ = std::move(weights);
+}
+
+namespace {
+
+// The layout tensor that starts at flat `offset`.
+const ParamTensor& tensor_at(const ParamLayout& layout, int64_t offset) {
+  const std::vector<ParamTensor>& ts = layout.tensors();
+  auto it = std::lower_bound(ts.begin(), ts.end(), offset,
+                             [](const ParamTensor& t, int64_t off) { return t.offset < off; });
+  DL_CHECK(it != ts.end() && it->offset == offset, "no tensor starts at flat offset %lld", (long long)offset);
+  return *it;
+}
+
+}  // namespace
+
+void InferenceModel::build(const ModelWeights& w) {
+  const ParamLayout& layout = w.layout();
+  const float* flat = w.flat_f32();
+  // Norms, biases and positions: in place in a flat buffer, else widened (small).
+  auto small = [&](int64_t off) -> const float* {
+    if (off < 0) return nullptr;
+    if (flat) return flat + off;
+    const int64_t n = tensor_at(layout, off).numel;
+    AlignedBuffer<float>& copy = owned_.emplace_back(static_cast<size_t>(n));
+    w.read_f32(off, n, copy.data());
+    return copy.data();
   };
+  // One linear [out, in] at flat `off`. GPT-2 stores Conv1D weights as [in, out]:
+  // outside a flat buffer one such matrix is widened at a time to be transposed.
+  // Llama's [out, in] rows are read 4 at a time, q|k|v and gate|up spanning their
+  // adjacent tensors.
+  auto pack = [&](int64_t off, int in, int out) {
+    if (cfg_.is_gpt2()) {
+      if (flat) return PackedLinear::from_transposed(flat + off, out, in, weight_dtype_);
+      AlignedBuffer<float> kn(static_cast<size_t>(in) * out);
+      w.read_f32(off, static_cast<int64_t>(in) * out, kn.data());
+      return PackedLinear::from_transposed(kn.data(), out, in, weight_dtype_);
+    }
+    if (flat) return PackedLinear(flat + off, out, in, weight_dtype_);
+    return PackedLinear::from_rows(
+        out, in, [&](int64_t n0, int count, float* rows) { w.read_f32(off + n0 * in, int64_t{count} * in, rows); },
+        weight_dtype_);
+  };
+  const int C = cfg_.n_embd;
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    LayerTensors w = layout->layer(base, l);
+    const LayerOffsets o = layout.layer_offsets(l);
     Layer& L = layers_[l];
-    L.attn_norm_w = w.attn_norm_w, L.attn_norm_b = w.attn_norm_b, L.qkv_b = w.qkv_b, L.attn_out_b = w.attn_out_b;
-    L.mlp_norm_w = w.mlp_norm_w, L.mlp_norm_b = w.mlp_norm_b, L.mlp_in_b = w.mlp_in_b, L.mlp_out_b = w.mlp_out_b;
-    L.qkv = pack(w.qkv_w, C, shard_.qkv_dim());
-    L.attn_out = pack(w.attn_out_w, shard_.attn_dim(), C);
-    L.mlp_in = pack(w.mlp_in_w, C, shard_.mlp_in_dim());
-    L.mlp_out = pack(w.mlp_out_w, shard_.mlp_act_dim(), C);
+    L.attn_norm_w = small(o.attn_norm_w), L.attn_norm_b = small(o.attn_norm_b), L.qkv_b = small(o.qkv_b);
+    L.attn_out_b = small(o.attn_out_b), L.mlp_norm_w = small(o.mlp_norm_w), L.mlp_norm_b = small(o.mlp_norm_b);
+    L.mlp_in_b = small(o.mlp_in_b), L.mlp_out_b = small(o.mlp_out_b);
+    L.qkv = pack(o.qkv_w, C, shard_.qkv_dim());
+    L.attn_out = pack(o.attn_out_w, shard_.attn_dim(), C);
+    L.mlp_in = pack(o.mlp_in_w, C, shard_.mlp_in_dim());
+    L.mlp_out = pack(o.mlp_out_w, shard_.mlp_act_dim(), C);
   }
-  EmbedTensors e = layout->embed(base);
-  wte_ = e.wte;
-  wpe_ = e.wpe;
-  HeadTensors h = layout->head(base);
-  final_norm_w_ = h.norm_w;
-  final_norm_b_ = h.norm_b;
-  lm_head_ = PackedLinear(h.lm_head, shard_.vocab_size, C, weight_dtype);  // [V, C] in both families
+  const EmbedHeadOffsets e = layout.embed_head_offsets();
+  wpe_ = small(e.wpe);
+  final_norm_w_ = small(e.norm_w);
+  final_norm_b_ = small(e.norm_b);
+  // The token table: in place in a flat buffer, else copied in the file's dtype
+  // (bf16 and f16 rows are widened per token by embed()).
+  const ParamTensor& wte = tensor_at(layout, e.wte);
+  if (flat) {
+    wte_ = flat + e.wte;
+  } else {
+    const TensorRef& ref = w.tensors()[static_cast<size_t>(&wte - layout.tensors().data())];
+    wte_dtype_ = ref.dtype == DType::kBF16 || ref.dtype == DType::kF16 ? ref.dtype : DType::kF32;
+    const size_t bytes = static_cast<size_t>(wte.numel) * dtype_size(wte_dtype_);
+    wte_copy_.resize_uninitialized(bytes);
+    if (wte_dtype_ == ref.dtype) std::memcpy(wte_copy_.data(), ref.data, bytes);
+    else w.read_f32(e.wte, wte.numel, reinterpret_cast<float*>(wte_copy_.data()));
+    wte_ = wte_copy_.data();
+  }
+  // [V, C] in both families (the tied head is the token table).
+  const int64_t head = e.lm_head;
+  lm_head_ = flat ? PackedLinear(flat + head, shard_.vocab_size, C, weight_dtype_)
+                  : PackedLinear::from_rows(
+                        shard_.vocab_size, C,
+                        [&](int64_t n0, int count, float* rows) { w.read_f32(head + n0 * C, int64_t{count} * C, rows); },
+                        weight_dtype_);
   if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
 }
 
@@ -89,14 +159,24 @@ void InferenceModel::reserve(int64_t tokens) {
 
 void InferenceModel::embed(const int32_t* tokens, const int32_t* positions, int64_t N) {
   const int C = cfg_.n_embd;
+  if (!tp_.active() && wte_dtype_ != DType::kF32) {
+    const size_t row_bytes = static_cast<size_t>(C) * dtype_size(wte_dtype_);
+    parallel_for(0, N, [&](int64_t r) {
+      float* x = x_.data() + r * C;
+      convert_to_f32(wte_dtype_, static_cast<const uint8_t*>(wte_) + row_bytes * tokens[r], x, static_cast<size_t>(C));
+      if (wpe_) add_inplace(x, wpe_ + int64_t(positions[r]) * C, C);
+    });
+    return;
+  }
+  const float* wte = static_cast<const float*>(wte_);
   if (!tp_.active()) {
-    embedding_forward(x_.data(), tokens, positions, wte_, wpe_, N, C);
+    embedding_forward(x_.data(), tokens, positions, wte, wpe_, N, C);
     return;
   }
   // This rank's rows of the table; -1 (a zero row) for the other ranks' tokens.
   const int v0 = tp_.plan->vocab_begin(), v1 = v0 + shard_.vocab_size;
   for (int64_t i = 0; i < N; ++i) shard_tokens_[i] = tokens[i] >= v0 && tokens[i] < v1 ? tokens[i] - v0 : -1;
-  embedding_forward(x_.data(), shard_tokens_.data(), positions, wte_, nullptr, N, C);
+  embedding_forward(x_.data(), shard_tokens_.data(), positions, wte, nullptr, N, C);
   tp_.comm->allreduce_sum(x_.data(), N * C);
   if (wpe_) parallel_for(0, N, [&](int64_t r) { add_inplace(x_.data() + r * C, wpe_ + int64_t(positions[r]) * C, C); });
 }

@@ -26,6 +26,7 @@
 #include "distllm/kernels/linear_bi.h"
 #include "distllm/kernels/rope.h"
 #include "distllm/model/kv_cache.h"
+#include "distllm/model/model_weights.h"
 #include "distllm/model/tensor_parallel.h"
 #include "distllm/model/transformer.h"
 
@@ -63,6 +64,14 @@ class InferenceModel {
   // slices are kept, and every forward is collective over tp.comm.
   explicit InferenceModel(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
                           InferenceTensorParallel tp = {});
+  // The same from weights wherever they are (model_weights.h). A flat f32 buffer is
+  // read in place and kept alive; from any other source (memory-mapped safetensors
+  // in bf16, f16 or f32) the packed linears are built 4 rows at a time, the token
+  // table is copied in its own dtype and the small tensors widened, so the source
+  // may be dropped afterwards and the model is never widened whole. Under tp a
+  // non-flat source is widened once to be sliced.
+  explicit InferenceModel(std::shared_ptr<const ModelWeights> weights, DType weight_dtype = DType::kF32,
+                          InferenceTensorParallel tp = {});
 
   // The whole model's configuration (vocabulary, context, layers).
   const ModelConfig& config() const { return cfg_; }
@@ -86,7 +95,7 @@ class InferenceModel {
     const float *mlp_norm_w, *mlp_norm_b, *mlp_in_b, *mlp_out_b;
     kernels::PackedLinear qkv, attn_out, mlp_in, mlp_out;
   };
-  std::shared_ptr<const Transformer> model_;  // null when split: shard_params_ holds the weights
+  std::shared_ptr<const ModelWeights> weights_;  // a flat source the views point into; else null
   ModelConfig cfg_, shard_;
   InferenceTensorParallel tp_;
   AlignedBuffer<float> shard_params_;     // plan.local_layout(): this rank's slices
@@ -94,7 +103,10 @@ class InferenceModel {
   DType weight_dtype_ = DType::kF32;
   std::vector<Layer> layers_;
   kernels::PackedLinear lm_head_;
-  const float* wte_ = nullptr;
+  const void* wte_ = nullptr;       // [V, C] token table (this rank's rows under tp)
+  DType wte_dtype_ = DType::kF32;   // f32, or bf16/f16 as a non-flat source stores it
+  AlignedBuffer<uint8_t> wte_copy_;  // the table, from a non-flat source
+  std::vector<AlignedBuffer<float>> owned_;  // widened norms, biases, positions
   const float* wpe_ = nullptr;
   const float* final_norm_w_ = nullptr;
   const float* final_norm_b_ = nullptr;
@@ -104,6 +116,7 @@ class InferenceModel {
   std::vector<int32_t> shard_tokens_;
   int64_t capacity_ = 0;
 
+  void build(const ModelWeights& weights);
   void reserve(int64_t tokens);
   void norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const;
   // x_[0, N) = token (+ position) embeddings; under tp each token's row comes from
