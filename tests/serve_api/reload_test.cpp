@@ -112,7 +112,7 @@ struct ReloadServer {
     bundle = run_on_transient_thread([&] { return load_model_bundle(dir); });
     codec = std::make_unique<TokenizerCodec>(*bundle.tokenizer);
     engine = std::make_unique<ReloadableEngine>(*codec, engine_config(), metrics);
-    run_on_transient_thread([&] { engine->install(std::make_shared<InferenceRunner>(bundle.model), bundle.model); });
+    run_on_transient_thread([&] { engine->install(std::make_shared<InferenceRunner>(bundle.weights)); });
     metrics.record_model_loaded(1, 0.0, 0.0, false);
     ModelReloaderConfig rc;
     rc.model_dir = dir;

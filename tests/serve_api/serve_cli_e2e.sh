@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `distllm serve` end to end on a tiny random GPT-2 with GPT-2's real tokenizer:
-# curl checks and the official openai npm client, as for the test server.
+# curl checks and the official openai npm client, as for the test server; then the
+# curl checks again on a bf16 Llama checkpoint served as bf16.
 #   serve_cli_e2e.sh DISTLLM_BINARY MAKE_TINY_MODEL_BINARY
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,3 +19,8 @@ with=(bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2"
 if [ -d node_modules/openai ]; then
   "${with[@]}" node "$here/openai_client_test.mjs"
 fi
+# A bf16 checkpoint (as published models are) served as bf16: read from the mapped
+# files without an f32 copy (model/model_weights.h); the same API checks pass.
+"$make_model" "$tmp/tiny-llama-bf16" --family llama --dtype bf16 > /dev/null
+bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-llama-bf16" --dtype bf16 --port 0 --threads 2 \
+  --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 -- bash "$here/curl_test.sh"

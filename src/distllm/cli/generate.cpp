@@ -58,7 +58,7 @@ int run_generate(Args& args) {
   DL_CHECK(block_size >= 1 && block_size <= 1024, "--block-size must be in [1, 1024]");
 
   serve::ModelBundle bundle = serve::load_model_bundle(model_dir);
-  const ModelConfig& cfg = bundle.model->config();
+  const ModelConfig& cfg = bundle.weights->config();
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
   std::vector<int32_t> tokens = codec.encode(prompt);
   if (tokens.empty()) {
@@ -73,7 +73,8 @@ int run_generate(Args& args) {
            "prompt (%lld tokens) + max tokens (%lld) exceeds the model's context of %d", (long long)prompt_len,
            (long long)max_tokens, cfg.max_position);
 
-  InferenceModel engine(bundle.model, dtype);
+  InferenceModel engine(bundle.weights, dtype);
+  bundle.weights.reset();  // the engine copied what it reads
   const int blocks = static_cast<int>((prompt_len + max_tokens + block_size - 1) / block_size);
   PagedKvCache cache(cfg, blocks, block_size, kv_dtype);
   std::vector<int32_t> table(blocks);

@@ -167,19 +167,19 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   serve::ModelBundle bundle =
       run_on_transient_thread([&] { return serve::load_model_bundle(model_dir, tokenizer_path); });
   const double t_load = startup.seconds();
-  std::shared_ptr<Transformer> model = bundle.model;
+  std::shared_ptr<const ModelWeights> weights = bundle.weights;
   // Under --tp this rank's shard; it outlives every runner that points to it.
   std::unique_ptr<serve::TpShard> shard;
   InferenceTensorParallel tp_shard;
   if (tp > 1) {
-    shard = std::make_unique<serve::TpShard>(world, model->config());
+    shard = std::make_unique<serve::TpShard>(world, weights->config());
     tp_shard = shard->inference();
   }
   if (tp > 1 && world->rank() != 0) {
     auto local = run_on_transient_thread(
-        [&] { return std::make_unique<serve::InferenceRunner>(model, weight_dtype, kv_dtype, tp_shard); });
-    bundle.model.reset();
-    model.reset();  // the runner keeps only its shard
+        [&] { return std::make_unique<serve::InferenceRunner>(weights, weight_dtype, kv_dtype, tp_shard); });
+    bundle.weights.reset();
+    weights.reset();  // the runner keeps only its shard
     LOG_INFO("serve: tensor-parallel rank %d of %d ready", world->rank(), tp);
     serve::run_tp_worker(*local, *world);
     LOG_INFO("serve: tensor-parallel rank %d stopped", world->rank());
@@ -195,10 +195,10 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
                                                 serve::special_token_text(model_dir, "eos_token"));
   const double t_chat = startup.seconds();
   std::shared_ptr<serve::ModelRunner> runner = run_on_transient_thread(
-      [&] { return std::make_shared<serve::InferenceRunner>(model, weight_dtype, kv_dtype, tp_shard); });
+      [&] { return std::make_shared<serve::InferenceRunner>(weights, weight_dtype, kv_dtype, tp_shard); });
   std::shared_ptr<serve::TpLeaderRunner> tp_leader;
   if (tp > 1) runner = tp_leader = std::make_shared<serve::TpLeaderRunner>(runner, world);
-  std::shared_ptr<const Transformer> draft_model;
+  std::shared_ptr<const ModelWeights> draft_model;
   std::shared_ptr<serve::ModelRunner> draft_runner;
   if (!draft_dir.empty()) {
     draft_model = run_on_transient_thread([&] {
@@ -209,11 +209,11 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
         throw Error(strprintf("--draft-model %s: %s", draft_dir.c_str(), e.what()));
       }
       serve::check_same_tokenizer(codec.tokenizer(), *draft.tokenizer, draft_dir);
-      DL_CHECK(draft.model->config().vocab_size == model->config().vocab_size,
+      DL_CHECK(draft.weights->config().vocab_size == weights->config().vocab_size,
                "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
-               draft.model->config().vocab_size, model->config().vocab_size);
-      LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.model->config().describe().c_str());
-      return std::shared_ptr<const Transformer>(draft.model);
+               draft.weights->config().vocab_size, weights->config().vocab_size);
+      LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.weights->config().describe().c_str());
+      return draft.weights;
     });
     draft_runner = run_on_transient_thread(
         [&] { return std::make_shared<serve::InferenceRunner>(draft_model, weight_dtype, kv_dtype); });
@@ -223,12 +223,11 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   // The engine behind the API can swap models (hot reload): POST /admin/reload, and
   // --watch.
   serve::ReloadableEngine engine(codec, ecfg, metrics);
-  const ModelConfig model_config = model->config();
-  if (tp > 1) {
-    bundle.model.reset();
-    model.reset();  // a shard keeps only its slices: the whole model's weights can go
-  }
-  run_on_transient_thread([&] { engine.install(runner, model, draft_runner); });
+  const ModelConfig model_config = weights->config();
+  // The runners copied what they read (a shard its slices): the mapping can go.
+  bundle.weights.reset();
+  weights.reset();
+  run_on_transient_thread([&] { engine.install(runner, nullptr, draft_runner); });
   runner.reset();
   draft_runner.reset();
   metrics.record_model_loaded(engine.version(), unix_time_seconds(), startup.seconds(), /*is_reload=*/false);

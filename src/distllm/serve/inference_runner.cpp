@@ -6,9 +6,9 @@
 
 namespace distllm::serve {
 
-InferenceRunner::InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype, DType kv_dtype,
+InferenceRunner::InferenceRunner(std::shared_ptr<const ModelWeights> weights, DType weight_dtype, DType kv_dtype,
                                  InferenceTensorParallel tp)
-    : model_(std::move(model), weight_dtype, tp), kv_dtype_(kv_dtype) {
+    : model_(std::move(weights), weight_dtype, tp), kv_dtype_(kv_dtype) {
   DL_CHECK(PagedKvCache::supports(kv_dtype), "--kv-cache-dtype must be f32, bf16 or int8, not %s",
            dtype_short_name(kv_dtype));
 }

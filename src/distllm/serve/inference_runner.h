@@ -18,8 +18,11 @@ class InferenceRunner : public ModelRunner {
   // tp: this rank's tensor-parallel shard (model/inference.h); its cache then holds
   // only this rank's key/value heads, and every execute() is collective over the tp
   // group (serve/tp_runner.h drives the other ranks).
-  explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
+  explicit InferenceRunner(std::shared_ptr<const ModelWeights> weights, DType weight_dtype = DType::kF32,
                            DType kv_dtype = DType::kF32, InferenceTensorParallel tp = {});
+  explicit InferenceRunner(std::shared_ptr<const Transformer> model, DType weight_dtype = DType::kF32,
+                           DType kv_dtype = DType::kF32, InferenceTensorParallel tp = {})
+      : InferenceRunner(ModelWeights::of(std::move(model)), weight_dtype, kv_dtype, tp) {}
 
   KvGeometry kv_geometry() const override;
   size_t kv_bytes_per_block(int block_size) const override;

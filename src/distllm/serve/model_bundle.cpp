@@ -53,11 +53,11 @@ std::string special_token_text(const std::string& model_dir, const char* key) {
 ModelBundle load_model_bundle(const std::string& model_dir, const std::string& tokenizer_path) {
   DL_CHECK(is_directory(model_dir), "--model %s is not a directory", model_dir.c_str());
   ModelBundle b;
-  b.model = load_hf_model(model_dir);
+  b.weights = map_hf_model(model_dir);
   b.tokenizer = Tokenizer::load(tokenizer_path.empty() ? model_dir : tokenizer_path);
-  DL_CHECK(b.tokenizer->vocab_size() <= b.model->config().vocab_size,
+  DL_CHECK(b.tokenizer->vocab_size() <= b.weights->config().vocab_size,
            "%s: the tokenizer has %d tokens but the model only %d", model_dir.c_str(), b.tokenizer->vocab_size(),
-           b.model->config().vocab_size);
+           b.weights->config().vocab_size);
   b.eos_ids = generation_eos_ids(model_dir);
   if (!b.eos_ids.empty() && !b.tokenizer->eos_token_id()) b.tokenizer->set_eos_token_id(b.eos_ids[0]);
   if (b.eos_ids.empty() && b.tokenizer->eos_token_id()) b.eos_ids.push_back(*b.tokenizer->eos_token_id());

@@ -8,13 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "distllm/model/transformer.h"
+#include "distllm/model/model_weights.h"
 #include "distllm/tokenizer/tokenizer.h"
 
 namespace distllm::serve {
 
 struct ModelBundle {
-  std::shared_ptr<Transformer> model;
+  // The weights as the directory's files hold them, memory-mapped in their own dtype
+  // (map_hf_model): a bf16 checkpoint is never widened to f32 to be served.
+  std::shared_ptr<const ModelWeights> weights;
   std::optional<Tokenizer> tokenizer;  // always set by load_model_bundle
   // generation_config.json's eos_token_id (one id or a list, as Llama 3 has), else
   // the tokenizer's end-of-text token. Every one ends generation.

@@ -70,10 +70,10 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
       ModelBundle b;
       if (kind() == WatchedKind::kCheckpointDir) {
         DL_CHECK(config_.load_checkpoint != nullptr, "no checkpoint loader");
-        b.model = config_.load_checkpoint(dir);  // the serving tokenizer and stop ids go on
-        if (b.model->config().vocab_size < serving_.vocab_size())
+        b.weights = ModelWeights::of(config_.load_checkpoint(dir));  // the serving tokenizer and stop ids go on
+        if (b.weights->config().vocab_size < serving_.vocab_size())
           throw Refused(strprintf("its vocabulary has %d tokens but the serving tokenizer has %d",
-                                  b.model->config().vocab_size, serving_.vocab_size()),
+                                  b.weights->config().vocab_size, serving_.vocab_size()),
                         "incompatible_vocabulary");
         b.eos_ids = eos_ids_;
       } else {
@@ -87,11 +87,11 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
         throw Refused("its end-of-sequence ids are " + ids_text(b.eos_ids) + " but the serving model's are " +
                           ids_text(eos_ids_) + "; a reload must keep them",
                       "incompatible_tokenizer");
-      if (config_.draft_model && config_.draft_model->config().vocab_size != b.model->config().vocab_size)
+      if (config_.draft_model && config_.draft_model->config().vocab_size != b.weights->config().vocab_size)
         throw Refused(strprintf("its vocabulary has %d tokens but the draft model's has %d",
-                                b.model->config().vocab_size, config_.draft_model->config().vocab_size),
+                                b.weights->config().vocab_size, config_.draft_model->config().vocab_size),
                       "incompatible_vocabulary");
-      auto runner = std::make_shared<InferenceRunner>(b.model, config_.weight_dtype, config_.kv_cache_dtype);
+      auto runner = std::make_shared<InferenceRunner>(b.weights, config_.weight_dtype, config_.kv_cache_dtype);
       std::shared_ptr<ModelRunner> draft;
       if (config_.draft_model)
         draft = std::make_shared<InferenceRunner>(config_.draft_model, config_.weight_dtype, config_.kv_cache_dtype);
@@ -102,8 +102,8 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
         throw Refused("the model directory changed while it was being loaded; load it again once it is complete",
                       "model_changed");
       LOG_INFO("serve: reload: loaded %s (%s) in %.2f s; building its KV cache", dir.c_str(),
-               b.model->config().describe().c_str(), timer.seconds());
-      return engine_.install(runner, std::shared_ptr<const void>(b.model), draft);
+               b.weights->config().describe().c_str(), timer.seconds());
+      return engine_.install(runner, nullptr, draft);  // the runner keeps what it reads
     });
   } catch (const Refused& e) {
     out.status = 409;

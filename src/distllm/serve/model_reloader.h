@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "distllm/model/model_weights.h"
 #include "distllm/model/transformer.h"
 #include "distllm/tensor/dtype.h"
 #include "distllm/serve/metrics.h"
@@ -33,7 +34,7 @@ struct ModelReloaderConfig {
   std::string model_dir;
   std::string tokenizer_path;  // --tokenizer (empty: the model directory's)
   // --speculative draft: every version gets its own runner over these weights.
-  std::shared_ptr<const Transformer> draft_model;
+  std::shared_ptr<const ModelWeights> draft_model;
   // --watch-checkpoints: reload from the newest checkpoint of this training
   // checkpoint directory instead of model_dir, with the serving tokenizer. The
   // loader (train/model_conversion.h's load_checkpoint_model; passed in, so serving
