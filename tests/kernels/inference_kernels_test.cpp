@@ -25,13 +25,14 @@ class LinearBiDtype : public ::testing::TestWithParam<DType> {};
 // One tile of `isa`: rows [0, mr) of x against groups [0, 3), through the int8 and
 // bf16 tiles (x quantized or rounded first) for those weights.
 void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLinear& w, const float* bias, int mr) {
+  const int groups = (N + PackedLinear::kRows - 1) / PackedLinear::kRows;
   if (w.dtype() == DType::kBF16) {
     Bf16Rows xb;
     round_bf16_rows(x, K, mr, K, xb);
     auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_bf16_tile
                 : isa == Isa::kAvx2 ? avx2::linear_bi_bf16_tile
                                     : scalar::linear_bi_bf16_tile;
-    tile(out, N, xb, 0, w, bias, mr, 0, 3);
+    tile(out, N, xb, 0, w, bias, mr, 0, groups);
     return;
   }
   if (w.dtype() == DType::kI8) {
@@ -40,12 +41,12 @@ void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLin
     auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_q8_tile
                 : isa == Isa::kAvx2 ? avx2::linear_bi_q8_tile
                                     : scalar::linear_bi_q8_tile;
-    tile(out, N, xq, 0, w, bias, mr, 0, 3);
+    tile(out, N, xq, 0, w, bias, mr, 0, groups);
     return;
   }
   auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_tile : isa == Isa::kAvx2 ? avx2::linear_bi_tile
                                                                               : scalar::linear_bi_tile;
-  tile(out, N, x, K, w, bias, mr, 0, 3, 0, 0, 1);
+  tile(out, N, x, K, w, bias, mr, 0, groups, 0, 0, 1);
 }
 
 // Against a double-precision product with the operands as the kernels see them (the
@@ -115,17 +116,25 @@ TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
     GTEST_SKIP() << "no AVX512_VNNI on this CPU: the VNNI int8 path is not run here";
   if (GetParam() == DType::kBF16 && !cpu_features().avx512_bf16)
     GTEST_SKIP() << "no AVX512_BF16 on this CPU: the vdpbf16ps path is not run here";
-  for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
-    for (int mr = 1; mr <= 3; ++mr) {
-      const int N = 11;
-      auto x = random_vector(mr * K, 8), w = random_vector(N * K, 9), b = random_vector(N, 10);
-      PackedLinear packed(w.data(), N, K, GetParam());
-      std::vector<float> o1(mr * N), o2(mr * N);
-      run_tile(Isa::kAvx512, o1.data(), N, x.data(), K, packed, b.data(), mr);
-      run_tile(Isa::kAvx2, o2.data(), N, x.data(), K, packed, b.data(), mr);
-      EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0) << "K=" << K << " mr=" << mr;
+  // N: the f32 and bf16 tiles take row groups in pairs; a pair whose second group is partial
+  // (6, 13 rows), whole pairs (16) and a pair plus a lone group (11).
+  for (int N : {6, 11, 13, 16})
+    for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
+      // f32 and bf16 tiles take up to 6 rows on AVX-512; AVX2 computes them 3 at a time.
+      const int max_mr = GetParam() == DType::kF32    ? avx512::linear_bi_tile_max_rows()
+                         : GetParam() == DType::kBF16 ? avx512::linear_bi_bf16_tile_max_rows()
+                                                      : 3;
+      for (int mr = 1; mr <= max_mr; ++mr) {
+        auto x = random_vector(mr * K, 8), w = random_vector(N * K, 9), b = random_vector(N, 10);
+        PackedLinear packed(w.data(), N, K, GetParam());
+        std::vector<float> o1(mr * N, -1.0f), o2(mr * N, -2.0f);
+        run_tile(Isa::kAvx512, o1.data(), N, x.data(), K, packed, b.data(), mr);
+        for (int r = 0; r < mr; r += 3)
+          run_tile(Isa::kAvx2, o2.data() + r * N, N, x.data() + r * K, K, packed, b.data(), std::min(3, mr - r));
+        EXPECT_EQ(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)), 0)
+            << "N=" << N << " K=" << K << " mr=" << mr;
+      }
     }
-  }
 }
 
 // Activations for int8 weights: each 32-wide block within half a step of its scale

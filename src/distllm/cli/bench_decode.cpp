@@ -45,6 +45,43 @@ double linear_weights(const ModelConfig& cfg) {
   return per_layer * cfg.n_layer + static_cast<double>(cfg.vocab_size) * C;
 }
 
+// One forward over an n-token prompt from an empty cache (llama-bench's pp<n>):
+// a warm-up, then `rounds` timed passes; prints the median. The logits of the last
+// position only, as serving asks for them.
+void bench_prefill(InferenceModel& engine, const ModelConfig& cfg, int n, int rounds, int block_size, DType kv_dtype,
+                   bool breakdown) {
+  DL_CHECK(n <= cfg.max_position, "--prefill %d exceeds the model's context %d", n, cfg.max_position);
+  const int blocks = (n + block_size - 1) / block_size;
+  PagedKvCache cache(cfg, blocks, block_size, kv_dtype);
+  std::vector<int32_t> table(static_cast<size_t>(blocks)), tokens(static_cast<size_t>(n));
+  for (int i = 0; i < blocks; ++i) table[i] = i;
+  CounterRng rng(5);
+  for (auto& t : tokens) t = static_cast<int32_t>(rng.below(cfg.vocab_size));
+  std::vector<float> logits;
+  std::vector<double> ms;
+  for (int r = 0; r <= rounds; ++r) {
+    if (r == 1) {
+      Profiler::reset();
+      Profiler::set_enabled(breakdown);
+    }
+    Timer t;
+    engine.forward({InferenceChunk{tokens.data(), n, 0, table.data(), blocks, 1}}, cache, logits);
+    if (r > 0) ms.push_back(t.millis());  // round 0 warms up
+  }
+  Profiler::set_enabled(false);
+  const double m = median(ms);
+  // The linears' multiply-adds (the head for the last position only) and attention's.
+  const double head = static_cast<double>(cfg.vocab_size) * cfg.n_embd;
+  const double flops = 2.0 * ((linear_weights(cfg) - head) * n + head) +
+                       2.0 * cfg.n_layer * cfg.attn_dim() * static_cast<double>(n) * (n + 1);
+  std::printf("prefill:    %d tokens in %.1f ms, median of %d (%.1f tokens/s, %.1f GFLOP/s)\n", n, m, rounds,
+              n / (m / 1e3), flops / (m / 1e3) / 1e9);
+  if (breakdown) {
+    for (const auto& e : Profiler::snapshot())
+      std::printf("  %-22s %10.3f ms/prefill\n", e.name.c_str(), e.seconds * 1e3 / rounds);
+  }
+}
+
 int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
   apply_thread_flag(args);
   auto model_dir = args.get_optional("model", "Hugging Face model directory (default: random weights of --preset)");
@@ -54,6 +91,8 @@ int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
   int rounds = static_cast<int>(args.get_int("rounds", 5, "rounds per batch size (bandwidth measured before each)"));
   int block_size = static_cast<int>(args.get_int("block-size", 16, "KV block size"));
   bool breakdown = args.get_flag("breakdown", "print time per region for the last batch size");
+  const int prefill = static_cast<int>(
+      args.get_int("prefill", 0, "also time one forward over a prompt of this many tokens (as llama-bench's pp512)"));
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
   const DType dtype = inference_dtype_flag(args);
   const DType kv_dtype = kv_cache_dtype_flag(args);
@@ -71,6 +110,7 @@ int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   cfg = model->config();
   DL_CHECK(steps > 0 && rounds > 0, "--steps and --rounds must be positive");
+  DL_CHECK(prefill >= 0, "--prefill must be >= 0, got %d", prefill);
   if (tp > 1) {
     DecodeBenchOptions o{{}, context, steps, rounds, block_size, dtype, kv_dtype};
     for (const std::string& b : split(batches, ',')) o.batches.push_back(static_cast<int>(parse_size(b, "--batch")));
@@ -89,6 +129,10 @@ int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
               static_cast<double>(PagedKvCache::bytes_per_block(cfg, 1, kv_dtype)) * context / 1e6, context);
   std::printf("threads:    %d; %d rounds x %d steps per batch size, each round after a bandwidth measurement\n",
               num_threads(), rounds, steps);
+  if (prefill > 0) {
+    std::printf("\n");
+    bench_prefill(engine, cfg, prefill, rounds, block_size, kv_dtype, breakdown);
+  }
   std::printf("\n%6s %10s %10s %12s %12s %12s %10s\n", "batch", "ms/step", "tokens/s", "weight GB/s", "read GB/s",
               "triad GB/s", "roofline");
 

@@ -96,12 +96,14 @@ class PackedLinear {
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                int64_t M);
 
-// Tile kernels (f32 weights): rows [0, mr) of x (mr <= 3) against the row groups [g0, g1),
+// Tile kernels (f32 weights): rows [0, mr) of x (mr <= linear_bi_tile_max_rows(): 3,
+// or 6 on AVX-512) against the row groups [g0, g1),
 // writing out[r * ldo + n] for every real row n of those groups. prefetch_groups > 0
 // asks the kernel to pull the packed weights that many groups ahead towards L2 while
 // it computes: chunk c of each group is fetched when c % prefetch_period ==
 // prefetch_phase (a hint; results do not depend on it).
 #define DISTLLM_LINEAR_BI_KERNELS                                                                   \
+  int linear_bi_tile_max_rows();                                                                  \
   void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, \
                       const float* bias, int mr, int g0, int g1, int prefetch_groups = 0,       \
                       int prefetch_phase = 0, int prefetch_period = 1);
@@ -126,12 +128,14 @@ inline void store_lane_sums(float* out, int64_t ldo, int r, const float* lanes, 
 
 // int8 weights: rows [row0, row0 + mr) of the quantized x (mr <= 3) against the row
 // groups [g0, g1). The avx512 one needs AVX512_VNNI. bf16 weights: the same with x
-// rounded to bf16; the avx512 one needs AVX512_BF16.
+// rounded to bf16 (mr <= linear_bi_bf16_tile_max_rows(): 6 on AVX-512, else 3); the
+// avx512 one needs AVX512_BF16.
 #define DISTLLM_LINEAR_BI_Q8_KERNELS                                                               \
   void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, \
                          const float* bias, int mr, int g0, int g1);                         \
   void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w, \
-                           const float* bias, int mr, int g0, int g1);
+                           const float* bias, int mr, int g0, int g1);                       \
+  int linear_bi_bf16_tile_max_rows();
 
 namespace scalar {
 DISTLLM_LINEAR_BI_KERNELS

@@ -69,6 +69,8 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
     for (int j = 0; j < n_valid; ++j) out[r * ldo + n0 + j] = simd::hsum(acc[r][j]) + (bias ? bias[n0 + j] : 0.0f);
 }
 
+using F32TileWeights = F32Weights;
+
 }  // namespace
 
 #include "distllm/kernels/linear_bi_tile_loop.h"

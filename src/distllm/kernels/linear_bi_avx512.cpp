@@ -32,27 +32,36 @@ struct F32Weights {
   static __m512 load(const float* p, int h) { return _mm512_load_ps(p + h * 16); }
 };
 
-template <int MR, class W>
+// NG adjacent row groups at once (the loop passes 2 where it can): their
+// accumulators are independent chains (FMA latency 4 x 2 ports needs 8 in flight;
+// one group at mr = 3 has 6) and the x chunk loaded once feeds both groups. Each
+// accumulator still sees the same FMAs in the same order: the bits do not change.
+template <int MR, class W, int NG = 1>
 inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const typename W::Elem* p,
                        int k_chunks, int K, const float* bias, int n0, int n_valid,
-                       int64_t ahead, const char* end, int phase, int period) {
-  __m512 acc[MR][2];
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+                       int64_t ahead, const char* end, int phase, int period, int64_t group_stride = 0,
+                       int n_valid_last = 0) {
+  __m512 acc[NG][MR][2];
+  for (int g = 0; g < NG; ++g)
+    for (int r = 0; r < MR; ++r) acc[g][r][0] = acc[g][r][1] = _mm512_setzero_ps();
   const int full = K / 8;
   int countdown = phase;
   auto chunk = [&](const __m512* xv) __attribute__((always_inline)) {
-    for (int h = 0; h < 2; ++h) {
-      const __m512 wv = W::load(p, h);
-      for (int r = 0; r < MR; ++r) acc[r][h] = _mm512_fmadd_ps(xv[r], wv, acc[r][h]);
-    }
+    for (int g = 0; g < NG; ++g)
+      for (int h = 0; h < 2; ++h) {
+        const __m512 wv = W::load(p + g * group_stride, h);
+        for (int r = 0; r < MR; ++r) acc[g][r][h] = _mm512_fmadd_ps(xv[r], wv, acc[g][r][h]);
+      }
   };
   auto prefetch = [&]() __attribute__((always_inline)) {
     if (ahead <= 0) return;
     if (countdown == 0) {
-      const char* at = reinterpret_cast<const char*>(p) + ahead;
-      if (at < end) {
-        _mm_prefetch(at, _MM_HINT_T1);
-        if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
+      for (int g = 0; g < NG; ++g) {
+        const char* at = reinterpret_cast<const char*>(p + g * group_stride) + ahead;
+        if (at < end) {
+          _mm_prefetch(at, _MM_HINT_T1);
+          if (sizeof(typename W::Elem) == 4) _mm_prefetch(at + 64, _MM_HINT_T1);
+        }
       }
       countdown = period;
     }
@@ -68,17 +77,43 @@ inline void group_tile(float* out, int64_t ldo, const float* x, int64_t ldx, con
   };
   for (int c = 0; c < k_chunks; ++c, p += 32) {
     prefetch();
-    __m512 xv[MR];
-    load_x(c, xv);
-    chunk(xv);
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < n_valid; ++j) {
-      const __m512 a = acc[r][j / 2];
-      const __m256 half = j % 2 == 0 ? _mm512_castps512_ps256(a) : upper_half(a);
-      out[r * ldo + n0 + j] = simd::hsum(half) + (bias ? bias[n0 + j] : 0.0f);
+    if constexpr (MR <= 3) {
+      __m512 xv[MR];
+      load_x(c, xv);
+      chunk(xv);
+    } else {
+      // Up to 6 rows x 2 groups: 24 accumulators, so the weights (4 registers) stay
+      // loaded while each row's x is loaded just before its FMAs.
+      __m512 wv[NG][2];
+      for (int g = 0; g < NG; ++g)
+        for (int h = 0; h < 2; ++h) wv[g][h] = W::load(p + g * group_stride, h);
+      const bool tail = c >= full;
+      const __m256i m = simd::tail_mask(tail ? K - full * 8 : 8);
+      for (int r = 0; r < MR; ++r) {
+        const __m512 xr = both_halves(tail ? _mm256_maskload_ps(x + r * ldx + c * 8, m) : _mm256_loadu_ps(x + r * ldx + c * 8));
+        for (int g = 0; g < NG; ++g)
+          for (int h = 0; h < 2; ++h) acc[g][r][h] = _mm512_fmadd_ps(xr, wv[g][h], acc[g][r][h]);
+      }
     }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int first = n0 + g * PackedLinear::kRows, valid = g + 1 < NG ? PackedLinear::kRows : NG > 1 ? n_valid_last : n_valid;
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < valid; ++j) {
+        const __m512 a = acc[g][r][j / 2];
+        const __m256 half = j % 2 == 0 ? _mm512_castps512_ps256(a) : upper_half(a);
+        out[r * ldo + first + j] = simd::hsum(half) + (bias ? bias[first + j] : 0.0f);
+      }
+  }
 }
+
+// Two groups and up to 6 rows per call on this ISA (see group_tile).
+struct F32PairedWeights : F32Weights {
+  static constexpr int kGroupsPerTile = 2;
+  static constexpr int kMaxRows = 6;
+};
+
+using F32TileWeights = F32PairedWeights;
 
 }  // namespace
 

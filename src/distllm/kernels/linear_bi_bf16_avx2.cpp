@@ -53,6 +53,8 @@ void rows_group_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, c
 
 #include "distllm/kernels/linear_bi_rows_tile_loop.h"
 
+int linear_bi_bf16_tile_max_rows() { return 3; }
+
 void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w,
                          const float* bias, int mr, int g0, int g1) {
   rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);
