@@ -70,10 +70,29 @@ void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) 
   }
   const int rep = kv.n_head / kv.n_kv_head;
   auto unit = use_avx2() ? avx2::paged_attention_unit : scalar::paged_attention_unit;
-  parallel_chunks(0, first_task.back(), [&](int64_t lo, int64_t hi, int) {
+  // A unit's work grows with its position (it reads every key before it), so under a
+  // causal prefill the later rows cost far more than the first: equal task counts
+  // per thread left one thread with 3/4 of a 512-token prompt. Each thread gets a
+  // contiguous range of about equal cost instead (each unit's result is its own).
+  const int64_t tasks = first_task.back();
+  std::vector<int64_t> cost_end(static_cast<size_t>(tasks));  // cost of tasks [0, t]
+  int64_t cost = 0;
+  for (size_t s = 0, t = 0; s < queries.size(); ++s)
+    for (int row = 0; row < queries[s].n_rows; ++row)
+      for (int g = 0; g < kv.n_kv_head; ++g, ++t) cost_end[t] = cost += queries[s].first_pos + row + 1;
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), tasks));
+  parallel_chunks(0, threads, [&](int64_t t0, int64_t t1, int) {
     // Per-thread scratch that outlives the call: decode runs this every layer.
     thread_local std::vector<float> scores;
     if (scores.size() < static_cast<size_t>(rep) * max_ctx) scores.resize(static_cast<size_t>(rep) * max_ctx);
+    // Thread slots [t0, t1) take the tasks whose cumulative cost falls in their share.
+    auto task_at = [&](int64_t slot) {
+      if (slot >= threads) return tasks;
+      return static_cast<int64_t>(std::upper_bound(cost_end.begin(), cost_end.end(), cost * slot / threads) -
+                                  cost_end.begin());
+    };
+    const int64_t lo = task_at(t0), hi = task_at(t1);
+    if (lo >= hi) return;
     size_t s = std::upper_bound(first_task.begin(), first_task.end(), lo) - first_task.begin() - 1;
     for (int64_t t = lo; t < hi; ++t) {
       while (t >= first_task[s + 1]) ++s;
