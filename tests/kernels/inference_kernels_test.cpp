@@ -120,10 +120,10 @@ TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
   // (6, 13 rows), whole pairs (16) and a pair plus a lone group (11).
   for (int N : {6, 11, 13, 16})
     for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
-      // f32 and bf16 tiles take up to 6 rows on AVX-512; AVX2 computes them 3 at a time.
+      // The tiles take up to 6 rows on AVX-512; AVX2 computes them 3 at a time.
       const int max_mr = GetParam() == DType::kF32    ? avx512::linear_bi_tile_max_rows()
                          : GetParam() == DType::kBF16 ? avx512::linear_bi_bf16_tile_max_rows()
-                                                      : 3;
+                                                      : avx512::linear_bi_q8_tile_max_rows();
       for (int mr = 1; mr <= max_mr; ++mr) {
         auto x = random_vector(mr * K, 8), w = random_vector(N * K, 9), b = random_vector(N, 10);
         PackedLinear packed(w.data(), N, K, GetParam());

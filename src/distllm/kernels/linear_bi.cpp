@@ -97,6 +97,7 @@ namespace scalar {
 
 int linear_bi_tile_max_rows() { return 3; }
 int linear_bi_bf16_tile_max_rows() { return 3; }
+int linear_bi_q8_tile_max_rows() { return 3; }
 
 void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                     int mr, int g0, int g1, int /*prefetch_groups*/, int /*prefetch_phase*/,
@@ -180,19 +181,31 @@ namespace {
 using Bf16Tile = void (*)(float*, int64_t, const Bf16Rows&, int64_t, const PackedLinear&, const float*, int, int,
                           int);
 
-Bf16Tile bf16_tile() {
-  if (use_avx512() && cpu_features().avx512_bf16) return avx512::linear_bi_bf16_tile;
-  if (use_avx2()) return avx2::linear_bi_bf16_tile;
-  return scalar::linear_bi_bf16_tile;
+// The tile linear_bi runs for bf16 weights here, and how many rows it takes per call.
+struct Bf16Path {
+  Bf16Tile tile;
+  int max_rows;
+};
+Bf16Path bf16_path() {
+  if (use_avx512() && cpu_features().avx512_bf16)
+    return {avx512::linear_bi_bf16_tile, avx512::linear_bi_bf16_tile_max_rows()};
+  if (use_avx2()) return {avx2::linear_bi_bf16_tile, avx2::linear_bi_bf16_tile_max_rows()};
+  return {scalar::linear_bi_bf16_tile, scalar::linear_bi_bf16_tile_max_rows()};
 }
+Bf16Tile bf16_tile() { return bf16_path().tile; }
 
 using Q8Tile = void (*)(float*, int64_t, const Q8Rows&, int64_t, const PackedLinear&, const float*, int, int, int);
 
-Q8Tile q8_tile() {
-  if (use_avx512() && cpu_features().avx512_vnni) return avx512::linear_bi_q8_tile;
-  if (use_avx2()) return avx2::linear_bi_q8_tile;
-  return scalar::linear_bi_q8_tile;
+struct Q8Path {
+  Q8Tile tile;
+  int max_rows;
+};
+Q8Path q8_path() {
+  if (use_avx512() && cpu_features().avx512_vnni) return {avx512::linear_bi_q8_tile, avx512::linear_bi_q8_tile_max_rows()};
+  if (use_avx2()) return {avx2::linear_bi_q8_tile, avx2::linear_bi_q8_tile_max_rows()};
+  return {scalar::linear_bi_q8_tile, scalar::linear_bi_q8_tile_max_rows()};
 }
+Q8Tile q8_tile() { return q8_path().tile; }
 
 }  // namespace
 
@@ -236,13 +249,9 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   };
   // Rows are processed in panels small enough that a panel of x stays in L2 while
   // the weight streams past it once; decode (M <= panel) reads W exactly once.
-  // Rows per tile call: 3, or 6 for f32 and bf16 weights on AVX-512 (each weight
-  // load feeds twice the FMAs, halving its L2 traffic in prefill).
-  const int tile_rows = dt == DType::kF32    ? f32_rows
-                        : dt == DType::kBF16 ? (bf16_kernel == avx512::linear_bi_bf16_tile ? avx512::linear_bi_bf16_tile_max_rows()
-                                                : bf16_kernel == avx2::linear_bi_bf16_tile ? avx2::linear_bi_bf16_tile_max_rows()
-                                                                                           : scalar::linear_bi_bf16_tile_max_rows())
-                                             : 3;
+  // Rows per tile call: 3, or 6 on AVX-512 (each weight load feeds twice the FMAs,
+  // halving its L2 traffic in prefill).
+  const int tile_rows = dt == DType::kF32 ? f32_rows : dt == DType::kBF16 ? bf16_path().max_rows : q8_path().max_rows;
   const int64_t bytes_per_row = static_cast<int64_t>(w.K()) * 4;
   const int64_t panel =
       std::max<int64_t>(tile_rows, std::min<int64_t>(96, (256 * 1024) / bytes_per_row / tile_rows * tile_rows));

@@ -126,13 +126,14 @@ inline void store_lane_sums(float* out, int64_t ldo, int r, const float* lanes, 
   }
 }
 
-// int8 weights: rows [row0, row0 + mr) of the quantized x (mr <= 3) against the row
-// groups [g0, g1). The avx512 one needs AVX512_VNNI. bf16 weights: the same with x
+// int8 weights: rows [row0, row0 + mr) of the quantized x (mr <=
+// linear_bi_q8_tile_max_rows(): 6 on AVX-512 VNNI, else 3) against the row groups [g0, g1). The avx512 one needs AVX512_VNNI. bf16 weights: the same with x
 // rounded to bf16 (mr <= linear_bi_bf16_tile_max_rows(): 6 on AVX-512, else 3); the
 // avx512 one needs AVX512_BF16.
 #define DISTLLM_LINEAR_BI_Q8_KERNELS                                                               \
   void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, \
                          const float* bias, int mr, int g0, int g1);                         \
+  int linear_bi_q8_tile_max_rows();                                                          \
   void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w, \
                            const float* bias, int mr, int g0, int g1);                       \
   int linear_bi_bf16_tile_max_rows();

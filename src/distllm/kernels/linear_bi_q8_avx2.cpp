@@ -65,6 +65,8 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
 
 #include "distllm/kernels/linear_bi_rows_tile_loop.h"
 
+int linear_bi_q8_tile_max_rows() { return 3; }
+
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
                        const float* bias, int mr, int g0, int g1) {
   rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);

@@ -85,7 +85,12 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
 
 }  // namespace
 
+// Up to 6 rows per call: each weight load feeds twice the dot products in prefill.
+#define DISTLLM_ROWS_TILE_SIX
 #include "distllm/kernels/linear_bi_rows_tile_loop.h"
+#undef DISTLLM_ROWS_TILE_SIX
+
+int linear_bi_q8_tile_max_rows() { return 6; }
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
                        const float* bias, int mr, int g0, int g1) {

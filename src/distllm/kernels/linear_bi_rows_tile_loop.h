@@ -3,16 +3,14 @@
 // ISA: walking the row groups and choosing the tile height. Each file includes it
 // inside its own namespace after defining rows_group_tile<MR>(..., const Rows& x,
 // ...) for its Rows type; a file that defines DISTLLM_ROWS_TILE_PAIRS before it has
-// rows_group_tile<MR, NG> take 1 or 2 row groups and up to 6 rows per call. Not a
-// normal header: no include guard, no includes.
+// rows_group_tile<MR, NG> take 1 or 2 row groups and up to 6 rows per call, and one
+// that defines DISTLLM_ROWS_TILE_SIX takes one group and up to 6 rows. Not a normal
+// header: no include guard, no includes.
 
 namespace {
 
-// kRowsTileMaxRows / kRowsTileGroups: how many activation rows (3 or 6) and row
-// groups (1 or 2) the file's rows_group_tile takes per call; files that define
-// neither take 3 rows of one group. With 2 groups the file defines
-// rows_group_tile<MR, NG>, NG being 1 or 2, and the pair's second group may be
-// partial (n_valid is the last group's).
+// With DISTLLM_ROWS_TILE_PAIRS the file defines rows_group_tile<MR, NG>, NG being 1
+// or 2; a pair's second group may be partial (n_valid is the last group's).
 template <int MR, class Rows>
 void rows_tile_range(float* out, int64_t ldo, const Rows& x, int64_t row0, const PackedLinear& w, const float* bias,
                      int g0, int g1) {
@@ -37,7 +35,7 @@ void rows_tile(float* out, int64_t ldo, const Rows& x, int64_t row0, const Packe
   switch (mr) {
     case 1: rows_tile_range<1>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 2: rows_tile_range<2>(out, ldo, x, row0, w, bias, g0, g1); break;
-#ifdef DISTLLM_ROWS_TILE_PAIRS
+#if defined(DISTLLM_ROWS_TILE_PAIRS) || defined(DISTLLM_ROWS_TILE_SIX)
     case 4: rows_tile_range<4>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 5: rows_tile_range<5>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 6: rows_tile_range<6>(out, ldo, x, row0, w, bias, g0, g1); break;
