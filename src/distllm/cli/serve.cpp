@@ -213,7 +213,10 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
                "--draft-model %s has a vocabulary of %d tokens but --model has %d", draft_dir.c_str(),
                draft.weights->config().vocab_size, weights->config().vocab_size);
       LOG_INFO("serve: draft model %s (%s)", draft_dir.c_str(), draft.weights->config().describe().c_str());
-      return draft.weights;
+      // Every reload builds a new draft runner from these weights, long after start:
+      // hold them in memory (a draft is small) rather than keep its files mapped, so
+      // a draft directory rewritten in place later cannot fault the server.
+      return ModelWeights::of(draft.weights->to_transformer());
     });
     draft_runner = run_on_transient_thread(
         [&] { return std::make_shared<serve::InferenceRunner>(draft_model, weight_dtype, kv_dtype); });
