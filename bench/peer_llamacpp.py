@@ -3,11 +3,20 @@
 
 Runs, per round (rounds alternate which side goes first), for each weight-dtype pair
 (distllm f32 / bf16 / int8 against llama.cpp F32 / F16 / Q8_0):
-  * decode, batch 1:   `distllm bench decode --batch 1,8,16 --context C`  vs  `llama-bench -n 128` (tg128)
-  * prefill of P tokens: `distllm generate` on a P-token prompt (--max-tokens 1; the
-    prompt's one forward, timed by generate itself, in a fresh process)  vs  `llama-bench -p P` (ppP)
-  * batched decode: the same `bench decode` run (batch 8, 16)  vs  `llama-batched-bench -npp C -ntg 128 -npl 1,8,16`
-    (and, with --llama-fa, the same with llama.cpp's flash attention, -fa)
+  distllm bench decode --model M --prefill P --batch 1,8,16 --context C --rounds R --steps 8 --threads T --dtype D
+  llama-bench -m G -t T -p P -n 128 -r 3 -o json
+  llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,8,16 [-fa]
+and compares
+  * decode, batch 1: bench decode's batch-1 tokens/s  vs  llama-bench tg128, and vs
+    llama-batched-bench npl 1 (the same context C)
+  * prefill of P tokens: bench decode's `prefill:` line (one forward over a P-token prompt
+    from an empty cache: a warm-up pass, then the median of R)  vs  llama-bench ppP
+    (a warm-up, then the median of 3)
+  * batched decode: the same bench decode run (batch 8, 16)  vs  llama-batched-bench S_TG
+    at npl 8, 16 (and, with --llama-fa, the same with llama.cpp's flash attention, -fa)
+With --generate-prefill it also times the older, cold figure: `distllm generate` on a
+P-token prompt (--max-tokens 1) in a fresh process, reported as an extra row
+"prefill P (generate, cold)".
 Every command runs alone under the shared lock file; the CPU time that other
 processes used while it ran is recorded ("foreign" cores) so disturbed runs show.
 Prints per-round figures, then medians over rounds and the ratio distllm / llama.cpp.
@@ -16,7 +25,8 @@ It does not download or build anything; the GGUF files must describe the same
 weights as --model (see docs/benchmarks.md, "Side by side with llama.cpp").
 
 usage: peer_llamacpp.py --distllm BIN --llama-bin DIR --model HF_DIR
-         --gguf-f32 F --gguf-f16 F --gguf-q8 F [--llama-fa] [--rounds 3] [--threads 2] [--json OUT]
+         --gguf-f32 F --gguf-f16 F --gguf-q8 F [--llama-fa] [--rounds 3] [--distllm-rounds 5]
+         [--threads 2] [--quiet-wait S] [--generate-prefill] [--json OUT]
 """
 import argparse
 import fcntl
@@ -75,17 +85,26 @@ def run(cmd, lock, env=None):
 
 
 def distllm_decode(a, dtype):
-    out, wall, foreign = run([a.distllm, "bench", "decode", "--model", a.model, "--batch", "1,8,16",
-                              "--context", str(a.context), "--threads", str(a.threads), "--dtype", dtype], a.lock)
+    """One `bench decode` run: batch 1/8/16 decode tokens/s and the prefill of a.prefill tokens."""
+    out, wall, foreign = run([a.distllm, "bench", "decode", "--model", a.model, "--prefill", str(a.prefill),
+                              "--batch", "1,8,16", "--context", str(a.context), "--rounds", str(a.distllm_rounds),
+                              "--steps", "8", "--threads", str(a.threads), "--dtype", dtype], a.lock)
     res = {}
+    prefill = None
     for line in out.splitlines():
         m = re.match(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+%", line)
         if m:
             res[int(m.group(1))] = float(m.group(3))  # tokens/s
-    return {"tok_s": res, "foreign": foreign}
+        m = re.match(r"^prefill:\s+(\d+) tokens in ([\d.]+) ms, median of \d+ \(([\d.]+) tokens/s", line)
+        if m:
+            prefill = {"tokens": int(m.group(1)), "ms": float(m.group(2)), "tok_s": float(m.group(3))}
+    if prefill is None or prefill["tokens"] != a.prefill:
+        raise SystemExit("no `prefill:` line for %d tokens in bench decode's output:\n%s" % (a.prefill, out[-2000:]))
+    return {"tok_s": res, "prefill": prefill, "foreign": foreign}
 
 
-def distllm_prefill(a, dtype):
+def distllm_generate_prefill(a, dtype):
+    """The older, cold prefill figure: generate's own prompt timing in a fresh process."""
     out, wall, foreign = run([a.distllm, "generate", "--model", a.model, "--prompt-file", a.prompt_file,
                               "--max-tokens", "1", "--temperature", "0", "--threads", str(a.threads),
                               "--dtype", dtype], a.lock)
@@ -133,7 +152,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--prefill", type=int, default=512)
-    ap.add_argument("--prompt-file", help="prompt of --prefill tokens for distllm generate (default: made up)")
+    ap.add_argument("--distllm-rounds", type=int, default=5,
+                    help="bench decode --rounds: its decode and prefill figures are medians of this many")
+    ap.add_argument("--generate-prefill", action="store_true",
+                    help="also time `distllm generate` on a --prefill-token prompt (cold, fresh process) as an extra row")
+    ap.add_argument("--prompt-file", help="with --generate-prefill: prompt of --prefill tokens (default: made up)")
     ap.add_argument("--lock", default="/tmp/distllm-bench.lock")
     ap.add_argument("--llama-fa", action="store_true", help="also run llama-batched-bench with -fa (flash attention)")
     ap.add_argument("--dtypes", default="f32,bf16,int8", help="distllm dtypes to run (paired with F32, F16, Q8_0)")
@@ -141,7 +164,7 @@ def main():
                     help="before each run, wait up to this many seconds for other processes to go idle")
     ap.add_argument("--json", help="append every measurement here (JSON lines)")
     a = ap.parse_args()
-    if not a.prompt_file:
+    if a.generate_prefill and not a.prompt_file:
         # Byte-level tokenizers give one token per ASCII byte; other tokenizers: pass --prompt-file.
         a.prompt_file = "/tmp/peer_llamacpp_prompt.txt"
         with open(a.prompt_file, "w") as f:
@@ -157,7 +180,7 @@ def main():
     for rnd in range(a.rounds):
         for d, gguf, lname in pairs:
             def dl():
-                return distllm_decode(a, d), distllm_prefill(a, d)
+                return distllm_decode(a, d), (distllm_generate_prefill(a, d) if a.generate_prefill else None)
 
             def ll():
                 return llama_bench(a, gguf), llama_batched(a, gguf), (llama_batched(a, gguf, True) if a.llama_fa else None)
@@ -169,13 +192,16 @@ def main():
             info["cpu_info"], info["system_info"] = lb["cpu_info"], lbb["system_info"]
             rec = [
                 ("decode b1 (tg128)", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"]),
-                (f"prefill {a.prefill} (pp{a.prefill})", dp["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
-                 dp["foreign"], lb["foreign"]),
+                (f"prefill {a.prefill} (pp{a.prefill})", dd["prefill"]["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
+                 dd["foreign"], lb["foreign"]),
                 ("batched decode b1 (batched-bench npl 1)", dd["tok_s"].get(1), lbb["tok_s"].get(1),
                  dd["foreign"], lbb["foreign"]),
                 ("batched decode b8", dd["tok_s"].get(8), lbb["tok_s"].get(8), dd["foreign"], lbb["foreign"]),
                 ("batched decode b16", dd["tok_s"].get(16), lbb["tok_s"].get(16), dd["foreign"], lbb["foreign"]),
             ]
+            if dp:
+                rec.append((f"prefill {a.prefill} (generate, cold) (pp{a.prefill})", dp["tok_s"],
+                            lb["tok_s"].get(f"pp{a.prefill}"), dp["foreign"], lb["foreign"]))
             if lfa:
                 rec += [(f"batched decode b{b}, llama.cpp -fa", dd["tok_s"].get(b), lfa["tok_s"].get(b),
                          dd["foreign"], lfa["foreign"]) for b in (1, 8, 16)]
