@@ -43,8 +43,9 @@ std::unique_ptr<Transformer> load_hf_model(const std::string& dir);
 
 // The same files and checks, but the tensors stay memory-mapped in the files' own
 // dtype (nothing is converted): what serving reads, so a bf16 checkpoint served as
-// bf16 is never widened to f32 (model_weights.h). The files must not be rewritten
-// in place while the result is alive (distllm and Hugging Face writers replace them).
+// bf16 is never widened to f32 (model_weights.h). A file truncated in place while
+// mapped faults whoever reads it next, so callers read the result only while they
+// build from it and then drop it (InferenceModel keeps nothing that points into it).
 std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir);
 
 ModelConfig load_hf_config(const std::string& dir);
