@@ -53,7 +53,7 @@ void rows_group_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, c
 
 #include "distllm/kernels/linear_bi_rows_tile_loop.h"
 
-int linear_bi_bf16_tile_max_rows() { return 3; }
+int linear_bi_bf16_tile_max_rows() { return kRowsTileMaxRows; }
 
 void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w,
                          const float* bias, int mr, int g0, int g1) {

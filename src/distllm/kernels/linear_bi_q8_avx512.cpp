@@ -90,7 +90,7 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
 #include "distllm/kernels/linear_bi_rows_tile_loop.h"
 #undef DISTLLM_ROWS_TILE_SIX
 
-int linear_bi_q8_tile_max_rows() { return 6; }
+int linear_bi_q8_tile_max_rows() { return kRowsTileMaxRows; }
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
                        const float* bias, int mr, int g0, int g1) {

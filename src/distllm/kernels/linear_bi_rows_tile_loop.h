@@ -29,6 +29,14 @@ void rows_tile_range(float* out, int64_t ldo, const Rows& x, int64_t row0, const
   }
 }
 
+// The most rows rows_tile takes per call, tied to the cases it dispatches: a file
+// reports this (its linear_bi_*_tile_max_rows), never a number of its own.
+#if defined(DISTLLM_ROWS_TILE_PAIRS) || defined(DISTLLM_ROWS_TILE_SIX)
+constexpr int kRowsTileMaxRows = 6;
+#else
+constexpr int kRowsTileMaxRows = 3;
+#endif
+
 template <class Rows>
 void rows_tile(float* out, int64_t ldo, const Rows& x, int64_t row0, const PackedLinear& w, const float* bias, int mr,
                int g0, int g1) {
