@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/kernels/linear_bi.h"
@@ -40,6 +41,19 @@ void BM_LinearBi(benchmark::State& state) {
   set_flops(state, p);
 }
 
+// int8 weights (q8_0 x q8_0): Args M, N, K, AMX (1: where the CPU has it, 0: off).
+void BM_LinearBiInt8(benchmark::State& state) {
+  Problem p(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
+  kernels::PackedLinear packed(p.w.data(), p.N, p.K, DType::kI8);
+  set_amx_enabled(state.range(3) != 0);
+  for (auto _ : state) {
+    kernels::linear_bi(p.out.data(), p.N, p.x.data(), p.K, packed, p.bias.data(), p.M);
+    benchmark::ClobberMemory();
+  }
+  set_amx_enabled(true);
+  set_flops(state, p);
+}
+
 void BM_Sgemm(benchmark::State& state) {
   Problem p(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
   for (auto _ : state) {
@@ -59,6 +73,9 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_LinearBi)->Apply(shapes);
 BENCHMARK(BM_Sgemm)->Apply(shapes);
+// Llama 134M's mlp_in (768 -> 4096) and mlp_out (2048 -> 768) at decode batches and prefill.
+BENCHMARK(BM_LinearBiInt8)->ArgsProduct({{1, 8, 16, 512}, {4096}, {768}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_LinearBiInt8)->ArgsProduct({{8, 512}, {768}, {2048}, {0, 1}})->UseRealTime();
 
 }  // namespace
 

@@ -16,6 +16,13 @@ function(distllm_module name)
     set_source_files_properties(${avx512_srcs} PROPERTIES COMPILE_OPTIONS
       "-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16;-mavx512vnni;-mfma;-mf16c")
   endif()
+  # AMX files (AVX-512 as above plus the AMX tiles): their functions run only where
+  # use_amx() says the CPU has AMX and the OS granted it.
+  file(GLOB amx_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_amx.cpp)
+  if(amx_srcs)
+    set_source_files_properties(${amx_srcs} PROPERTIES COMPILE_OPTIONS
+      "-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mamx-tile;-mamx-int8;-mfma;-mf16c")
+  endif()
   add_library(distllm_${name} STATIC ${srcs})
   target_include_directories(distllm_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(distllm_${name} PUBLIC ${M_DEPS})

@@ -137,6 +137,54 @@ TEST_P(LinearBiDtype, Avx512IsBitIdenticalToAvx2) {
     }
 }
 
+// The AMX int8 path (batches of rows, strips of 16 outputs) gives the scalar tile's
+// bits for any row count, output count and K, whole strips or ragged, and for a
+// range of groups that starts inside the weight.
+TEST(LinearBiAmx, IsBitIdenticalToScalar) {
+  if (!use_amx()) GTEST_SKIP() << "no usable AMX-INT8 on this CPU/OS: the AMX int8 path is not run here";
+  for (int N : {6, 16, 23, 37, 64})
+    for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
+      const int groups = (N + PackedLinear::kRows - 1) / PackedLinear::kRows;
+      auto w = random_vector(N * K, 11), b = random_vector(N, 12);
+      PackedLinear packed(w.data(), N, K, DType::kI8);
+      for (int M : {1, 3, 4, 15, 16, 17, 33, 40}) {
+        auto x = random_vector(M * K, 13 + M);
+        Q8Rows xq;
+        quantize_q8_rows(x.data(), K, M, K, xq);
+        for (const float* bias : {static_cast<const float*>(b.data()), static_cast<const float*>(nullptr)}) {
+          std::vector<float> amx_out(M * N, -1.0f), ref(M * N, -2.0f);
+          amx::linear_bi_q8_rows(amx_out.data(), N, xq, 0, M, packed, bias, 0, groups);
+          scalar::linear_bi_q8_tile(ref.data(), N, xq, 0, packed, bias, M, 0, groups);
+          EXPECT_EQ(std::memcmp(amx_out.data(), ref.data(), ref.size() * sizeof(float)), 0)
+              << "N=" << N << " K=" << K << " M=" << M << " bias=" << (bias != nullptr);
+        }
+        if (groups > amx::kStripGroups) {  // groups [4, groups) only, rows 1.. of x
+          std::vector<float> part(M * N, -3.0f), ref(M * N, -3.0f);
+          amx::linear_bi_q8_rows(part.data(), N, xq, 1, M - 1, packed, b.data(), amx::kStripGroups, groups);
+          scalar::linear_bi_q8_tile(ref.data(), N, xq, 1, packed, b.data(), M - 1, amx::kStripGroups, groups);
+          EXPECT_EQ(std::memcmp(part.data(), ref.data(), ref.size() * sizeof(float)), 0)
+              << "part: N=" << N << " K=" << K << " M=" << M;
+        }
+      }
+    }
+}
+
+// linear_bi with AMX on and off: the same bits, batch by batch.
+TEST(LinearBiAmx, LinearBiGivesTheSameBitsWithAndWithoutAmx) {
+  if (!use_amx()) GTEST_SKIP() << "no usable AMX-INT8 on this CPU/OS: the AMX int8 path is not run here";
+  const int N = 70, K = 200;
+  auto w = random_vector(N * K, 21), b = random_vector(N, 22), x = random_vector(300 * K, 23);
+  PackedLinear packed(w.data(), N, K, DType::kI8);
+  for (int M : {4, 9, 300}) {
+    std::vector<float> with(M * N), without(M * N);
+    linear_bi(with.data(), N, x.data(), K, packed, b.data(), M);
+    set_amx_enabled(false);
+    linear_bi(without.data(), N, x.data(), K, packed, b.data(), M);
+    set_amx_enabled(true);
+    EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0) << "M=" << M;
+  }
+}
+
 // Activations for int8 weights: each 32-wide block within half a step of its scale
 // (max |x| / 127), the block sums those of the stored integers, zeros past k, and
 // an all-zero block stays zero.

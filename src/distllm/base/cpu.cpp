@@ -1,6 +1,8 @@
 #include "distllm/base/cpu.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -28,7 +30,10 @@ CpuFeatures detect() {
     f.avx_vnni = f.avx2 && (eax & (1u << 4));
     f.avx512_bf16 = f.avx512f && (eax & (1u << 5));
   }
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) f.amx = (edx & (1u << 24)) != 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+    f.amx = (edx & (1u << 24)) != 0;
+    f.amx_int8 = f.amx && (edx & (1u << 25)) != 0;
+  }
   return f;
 }
 
@@ -52,6 +57,38 @@ Isa cap_from_environment() {
 std::atomic<int>& isa_cap() {
   static std::atomic<int> cap{static_cast<int>(cap_from_environment())};
   return cap;
+}
+
+// The OS side of AMX: XCR0 must enable the tile config and data state (bits 17,
+// 18), and Linux hands the 8 KB of tile data to a process only on request
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the first tile
+// instruction faults. Asked once; threads started later inherit the grant.
+bool amx_granted() {
+  static const bool granted = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_int8) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+    if ((lo & kTileState) != kTileState) return false;
+#ifdef __linux__
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
+
+std::atomic<bool>& amx_enabled() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("DISTLLM_AMX");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }()};
+  return enabled;
 }
 
 }  // namespace
@@ -94,6 +131,7 @@ std::string cpu_feature_list() {
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx_vnni, "avx_vnni");
   add(f.amx, "amx");
+  add(f.amx_int8, "amx_int8");
   return out.empty() ? "none" : out;
 }
 
@@ -113,6 +151,12 @@ void set_isa_cap(Isa cap) { isa_cap().store(static_cast<int>(cap)); }
 bool cpu_has_avx2() { return best_isa() >= Isa::kAvx2; }
 bool use_avx2() { return active_isa() >= Isa::kAvx2; }
 bool use_avx512() { return active_isa() >= Isa::kAvx512; }
+
+bool use_amx() {
+  return amx_enabled().load(std::memory_order_relaxed) && use_avx512() && cpu_features().avx512_vnni && amx_granted();
+}
+
+void set_amx_enabled(bool enabled) { amx_enabled().store(enabled); }
 
 void set_force_scalar(bool force) { set_isa_cap(force ? Isa::kScalar : Isa::kAvx512); }
 

@@ -23,6 +23,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false;
   bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false, amx = false;
+  bool amx_int8 = false;  // AMX tiles with int8 dot products (TDPBSSD and kin)
 };
 const CpuFeatures& cpu_features();
 // The features present, space-separated ("avx2 fma f16c avx512f ..."), or "none".
@@ -41,6 +42,14 @@ void set_isa_cap(Isa cap);
 bool cpu_has_avx2();
 bool use_avx2();    // active_isa() >= kAvx2
 bool use_avx512();  // active_isa() >= kAvx512
+
+// AMX int8 tiles (the int8 linears' batched path, linear_bi.h): true when the CPU
+// has AMX-TILE and AMX-INT8, the AVX-512 path with VNNI is active, the OS saves the
+// tile state and granted this process its use (Linux asks each process to request
+// it, once), and neither DISTLLM_AMX=0 nor set_amx_enabled(false) turned it off.
+bool use_amx();
+// For tests that compare the AMX path with the others.
+void set_amx_enabled(bool enabled);
 
 // Tests flip this to compare the vectorised kernels with their scalar references
 // (set_isa_cap(kScalar), or no cap).

@@ -120,8 +120,8 @@ void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const 
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
                        const float* bias, int mr, int g0, int g1) {
-  // The integers and float operations of the SIMD tiles, in their order: per row two
-  // sums, of the products at k % 8 < 4 and at k % 8 >= 4 (the SIMD lanes 2j, 2j + 1).
+  // The integers and float operations of the SIMD tiles, in their order: each
+  // block's exact integer dot product, then one FMA by both scales.
   constexpr int L = PackedLinear::kLanes;
   for (int g = g0; g < g1; ++g) {
     const int8_t* p = static_cast<const int8_t*>(w.group_data(g));
@@ -130,16 +130,16 @@ void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, c
       const int n = g * PackedLinear::kRows + j;
       for (int r = 0; r < mr; ++r) {
         const int8_t* xq = x.row(row0 + r);
-        float acc[2] = {0.0f, 0.0f};
+        float acc = 0.0f;
         for (int c0 = 0, b = 0; c0 < w.k_chunks(); c0 += 4, ++b) {
-          int32_t dot[2] = {0, 0};
+          int32_t dot = 0;
           for (int c = c0; c < std::min(c0 + 4, w.k_chunks()); ++c)
             for (int l = 0; l < L; ++l)
-              dot[l / 4] += static_cast<int32_t>(xq[c * L + l]) * p[(c * PackedLinear::kRows + j) * L + l];
+              dot += static_cast<int32_t>(xq[c * L + l]) * p[(c * PackedLinear::kRows + j) * L + l];
           const float s = sw[b * PackedLinear::kRows + j] * x.row_scales(row0 + r)[b];
-          for (int h = 0; h < 2; ++h) acc[h] = std::fma(static_cast<float>(dot[h]), s, acc[h]);
+          acc = std::fma(static_cast<float>(dot), s, acc);
         }
-        out[r * ldo + n] = (acc[0] + acc[1]) + (bias ? bias[n] : 0.0f);
+        out[r * ldo + n] = acc + (bias ? bias[n] : 0.0f);
       }
     }
   }
@@ -178,6 +178,10 @@ void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row
 
 namespace {
 
+// int8 batches of at least this many rows run on AMX tiles where there are some:
+// the strip rearrangement costs about as much as a VNNI pass over one row.
+constexpr int64_t kAmxMinRows = 4;
+
 using Bf16Tile = void (*)(float*, int64_t, const Bf16Rows&, int64_t, const PackedLinear&, const float*, int, int,
                           int);
 
@@ -211,7 +215,8 @@ Q8Tile q8_tile() { return q8_path().tile; }
 
 const char* linear_bi_q8_path() {
   const Q8Tile t = q8_tile();
-  return t == avx512::linear_bi_q8_tile ? "avx512_vnni" : t == avx2::linear_bi_q8_tile ? "avx2" : "scalar";
+  if (t == avx512::linear_bi_q8_tile) return use_amx() ? "amx (4+ rows), avx512_vnni" : "avx512_vnni";
+  return t == avx2::linear_bi_q8_tile ? "avx2" : "scalar";
 }
 
 const char* linear_bi_bf16_path() {
@@ -238,6 +243,22 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   if (dt == DType::kBF16) round_bf16_rows(x, ldx, M, w.K(), xb);
   const Q8Tile q8_kernel = dt == DType::kI8 ? q8_tile() : nullptr;
   const Bf16Tile bf16_kernel = dt == DType::kBF16 ? bf16_tile() : nullptr;
+  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
+  if (dt == DType::kI8 && M >= kAmxMinRows && use_amx()) {
+    // Strips of 16 outputs split statically between the threads; rows in panels
+    // whose quantized x stays in L2 while each strip is rearranged once per panel.
+    const int strips = (groups + amx::kStripGroups - 1) / amx::kStripGroups;
+    const int64_t panel = std::max<int64_t>(16, (512 * 1024) / xq.ld / 16 * 16);
+    for (int64_t m0 = 0; m0 < M; m0 += panel) {
+      const int64_t rows = std::min(panel, M - m0);
+      parallel_for(0, strips, [&](int64_t s) {
+        const int g0 = static_cast<int>(s) * amx::kStripGroups;
+        amx::linear_bi_q8_rows(out + m0 * ldo, ldo, xq, m0, rows, w, bias, g0,
+                               std::min(groups, g0 + amx::kStripGroups));
+      });
+    }
+    return;
+  }
   auto tile = [&](float* o, const float* xr, int mr, int g0, int g1, int ahead, int phase, int period) {
     if (q8_kernel) {
       q8_kernel(o, ldo, xq, (xr - x) / ldx, w, bias, mr, g0, g1);
@@ -260,7 +281,6 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   // 16 to 96 KB at batch 16, and better than 1 MB). Decode keeps long runs.
   constexpr int64_t kTaskBytes = 32 * 1024;
   const int kGroupsPerTask = M <= 3 ? 8 : static_cast<int>(std::max<int64_t>(2, kTaskBytes / w.group_bytes()));
-  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
   const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
   for (int64_t m0 = 0; m0 < M; m0 += panel) {
     const int64_t rows = std::min(panel, M - m0);

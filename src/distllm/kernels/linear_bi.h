@@ -21,10 +21,11 @@
 //         in a separate step.
 //   int8: q8_0 x q8_0, as llama.cpp runs q8_0 models. The activations are quantized
 //         per row and 32-wide block too (q8_rows.h), each block's dot product is
-//         taken in integers (AVX-512 VNNI `vpdpbusd`, or AVX2 `maddubs`), exact,
-//         and scaled once by both blocks' scales into an f32 sum. No weight is
-//         widened to f32, which is what kept weight-only int8 far from its bandwidth
-//         roofline.
+//         taken in integers (AMX `tdpbssd`, AVX-512 VNNI `vpdpbusd`, or AVX2
+//         `maddubs`), exact, and added into one f32 sum per output with one FMA by
+//         both blocks' scales, blocks in ascending k: acc = fma(float(dot_b),
+//         s_w * s_x, acc); out = acc + bias. No weight is widened to f32, which is
+//         what kept weight-only int8 far from its bandwidth roofline.
 // Every dtype keeps a fixed reduction order per row, and with it batch invariance;
 // every ISA gives the same bits. Fewer bytes per weight is what makes decode faster.
 #pragma once
@@ -115,13 +116,13 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
 constexpr int kRowsPrefetchBytes = 4096;
 
 // The int8 and bf16 tiles' last step, the same on every ISA: row r's outputs n0 ..
-// n0 + n_valid from its f32 lanes, `per_row` (2 or 4) consecutive lanes per output,
-// added pairwise in a fixed order, then the bias.
+// n0 + n_valid from its f32 lanes, `per_row` (1, 2 or 4) consecutive lanes per
+// output, added pairwise in a fixed order, then the bias.
 inline void store_lane_sums(float* out, int64_t ldo, int r, const float* lanes, int per_row, const float* bias, int n0,
                             int n_valid) {
   for (int j = 0; j < n_valid; ++j) {
     const float* l = lanes + per_row * j;
-    const float sum = per_row == 2 ? l[0] + l[1] : (l[0] + l[1]) + (l[2] + l[3]);
+    const float sum = per_row == 1 ? l[0] : per_row == 2 ? l[0] + l[1] : (l[0] + l[1]) + (l[2] + l[3]);
     out[r * ldo + n0 + j] = sum + (bias ? bias[n0 + j] : 0.0f);
   }
 }
@@ -150,6 +151,17 @@ namespace avx512 {  // bit-identical to avx2 (linear_bi_avx512.cpp, linear_bi_q8
 DISTLLM_LINEAR_BI_KERNELS
 DISTLLM_LINEAR_BI_Q8_KERNELS
 }
+namespace amx {
+// int8 weights on AMX tiles (linear_bi_q8_amx.cpp), for batches: rows [row0, row0 +
+// M) of the quantized x (any M) against the row groups [g0, g1), g0 a multiple of
+// 4. The weights of 16 outputs at a time are rearranged into tile layout in a
+// per-thread buffer and reused for every 16 rows, so it pays off from a few rows
+// on. The same bits as the other int8 tiles. Needs use_amx().
+void linear_bi_q8_rows(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, int64_t M, const PackedLinear& w,
+                       const float* bias, int g0, int g1);
+// Output row groups per AMX strip (16 outputs).
+constexpr int kStripGroups = 4;
+}  // namespace amx
 // Which int8 / bf16 tiles linear_bi runs here: "avx512_vnni" / "avx512_bf16",
 // "avx2" or "scalar".
 const char* linear_bi_q8_path();

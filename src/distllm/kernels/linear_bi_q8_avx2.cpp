@@ -19,9 +19,9 @@ inline __m256i broadcast_chunk(const int8_t* p) {
 }
 
 // The float steps every int8 tile shares (linear_bi.h): a block's integer lanes
-// (lane 2j: row j's products at k % 8 < 4, lane 2j + 1: at k % 8 >= 4) are
-// converted and added with one FMA by both scales into 8 float lanes, and each
-// row's two lanes are added at the end.
+// (lane 2j: row j's products at k % 8 < 4, lane 2j + 1: at k % 8 >= 4) are added
+// into the block's dot product (both lanes hold it), converted and added with one
+// FMA by both scales; lane 2j is row j's result.
 inline __m256 block_scales(const float* sw4) {  // [s0 s0 s1 s1 s2 s2 s3 s3]
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sw4)), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
 }
@@ -51,13 +51,16 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
       }
     }
     const __m256 sw = block_scales(scales + b * 4);
-    for (int r = 0; r < MR; ++r)
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
+    for (int r = 0; r < MR; ++r) {
+      const __m256i block_dot = _mm256_add_epi32(dot[r], _mm256_shuffle_epi32(dot[r], 0xB1));  // both halves
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
+    }
   }
   for (int r = 0; r < MR; ++r) {
     alignas(32) float v[8];
     _mm256_store_ps(v, acc[r]);
-    store_lane_sums(out, ldo, r, v, 2, bias, n0, n_valid);
+    for (int j = 0; j < 4; ++j) v[j] = v[2 * j];
+    store_lane_sums(out, ldo, r, v, 1, bias, n0, n_valid);
   }
 }
 

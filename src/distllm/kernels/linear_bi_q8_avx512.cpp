@@ -73,13 +73,15 @@ void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, con
       int64_t halves;
       std::memcpy(&halves, xh[r] + 2 * b, sizeof halves);
       const __m256i d = _mm256_sub_epi32(lanes[r], _mm256_slli_epi32(_mm256_set1_epi64x(halves), 7));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
+      const __m256i block_dot = _mm256_add_epi32(d, _mm256_shuffle_epi32(d, 0xB1));  // both halves, in both lanes
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
     }
   }
   for (int r = 0; r < MR; ++r) {
     alignas(32) float v[8];
     _mm256_store_ps(v, acc[r]);
-    store_lane_sums(out, ldo, r, v, 2, bias, n0, n_valid);
+    for (int j = 0; j < 4; ++j) v[j] = v[2 * j];
+    store_lane_sums(out, ldo, r, v, 1, bias, n0, n_valid);
   }
 }
 
