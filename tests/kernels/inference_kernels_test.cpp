@@ -22,7 +22,7 @@ using distllm::testing::rel_error;
 
 class LinearBiDtype : public ::testing::TestWithParam<DType> {};
 
-// One tile of `isa`: rows [0, mr) of x against groups [0, 3), through the int8 and
+// One tile of `isa`: rows [0, mr) of x against every output, through the int8 and
 // bf16 tiles (x quantized or rounded first) for those weights.
 void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLinear& w, const float* bias, int mr) {
   const int groups = (N + PackedLinear::kRows - 1) / PackedLinear::kRows;
@@ -41,7 +41,7 @@ void run_tile(Isa isa, float* out, int N, const float* x, int K, const PackedLin
     auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_q8_tile
                 : isa == Isa::kAvx2 ? avx2::linear_bi_q8_tile
                                     : scalar::linear_bi_q8_tile;
-    tile(out, N, xq, 0, w, bias, mr, 0, groups);
+    tile(out, N, xq, 0, w, bias, mr, 0, w.strips());
     return;
   }
   auto tile = isa == Isa::kAvx512 ? avx512::linear_bi_tile : isa == Isa::kAvx2 ? avx2::linear_bi_tile
@@ -144,7 +144,6 @@ TEST(LinearBiAmx, IsBitIdenticalToScalar) {
   if (!use_amx()) GTEST_SKIP() << "no usable AMX-INT8 on this CPU/OS: the AMX int8 path is not run here";
   for (int N : {6, 16, 23, 37, 64})
     for (int K : {1, 5, 8, 9, 33, 100, 256, 300}) {
-      const int groups = (N + PackedLinear::kRows - 1) / PackedLinear::kRows;
       auto w = random_vector(N * K, 11), b = random_vector(N, 12);
       PackedLinear packed(w.data(), N, K, DType::kI8);
       for (int M : {1, 3, 4, 15, 16, 17, 33, 40}) {
@@ -153,15 +152,15 @@ TEST(LinearBiAmx, IsBitIdenticalToScalar) {
         quantize_q8_rows(x.data(), K, M, K, xq);
         for (const float* bias : {static_cast<const float*>(b.data()), static_cast<const float*>(nullptr)}) {
           std::vector<float> amx_out(M * N, -1.0f), ref(M * N, -2.0f);
-          amx::linear_bi_q8_rows(amx_out.data(), N, xq, 0, M, packed, bias, 0, groups);
-          scalar::linear_bi_q8_tile(ref.data(), N, xq, 0, packed, bias, M, 0, groups);
+          amx::linear_bi_q8_rows(amx_out.data(), N, xq, 0, M, packed, bias, 0, packed.strips());
+          scalar::linear_bi_q8_tile(ref.data(), N, xq, 0, packed, bias, M, 0, packed.strips());
           EXPECT_EQ(std::memcmp(amx_out.data(), ref.data(), ref.size() * sizeof(float)), 0)
               << "N=" << N << " K=" << K << " M=" << M << " bias=" << (bias != nullptr);
         }
-        if (groups > amx::kStripGroups) {  // groups [4, groups) only, rows 1.. of x
+        if (packed.strips() > 1) {  // strips [1, end) only, rows 1.. of x
           std::vector<float> part(M * N, -3.0f), ref(M * N, -3.0f);
-          amx::linear_bi_q8_rows(part.data(), N, xq, 1, M - 1, packed, b.data(), amx::kStripGroups, groups);
-          scalar::linear_bi_q8_tile(ref.data(), N, xq, 1, packed, b.data(), M - 1, amx::kStripGroups, groups);
+          amx::linear_bi_q8_rows(part.data(), N, xq, 1, M - 1, packed, b.data(), 1, packed.strips());
+          scalar::linear_bi_q8_tile(ref.data(), N, xq, 1, packed, b.data(), M - 1, 1, packed.strips());
           EXPECT_EQ(std::memcmp(part.data(), ref.data(), ref.size() * sizeof(float)), 0)
               << "part: N=" << N << " K=" << K << " M=" << M;
         }
@@ -200,9 +199,9 @@ TEST(Q8Rows, QuantizesEachBlockToItsScale) {
     for (int b = 0; b < q.blocks; ++b) {
       float amax = 0;
       for (int k = b * 32; k < std::min(K, b * 32 + 32); ++k) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * K + k)]));
-      int32_t sums[2] = {0, 0};
+      int32_t sum = 0;
       for (int k = b * 32; k < b * 32 + 32; ++k) {
-        sums[(k % 8) / 4] += q.row(r)[k];
+        sum += q.row(r)[k];
         if (k >= K) {
           ASSERT_EQ(q.row(r)[k], 0);
         } else {
@@ -210,8 +209,7 @@ TEST(Q8Rows, QuantizesEachBlockToItsScale) {
         }
       }
       EXPECT_EQ(q.row_scales(r)[b], amax / 127.0f);
-      EXPECT_EQ(q.row_half_sums(r)[2 * b], sums[0]);
-      EXPECT_EQ(q.row_half_sums(r)[2 * b + 1], sums[1]);
+      EXPECT_EQ(q.row_bias_sums(r)[b], 128 * sum);
     }
   EXPECT_EQ(q.row_scales(1)[1], 0.0f);
 }
@@ -225,7 +223,7 @@ TEST(Q8Rows, Avx2QuantizesAsScalar) {
     const int blocks = (K + 31) / 32;
     std::vector<int8_t> q1(blocks * 32), q2(blocks * 32);
     std::vector<float> s1(blocks), s2(blocks);
-    std::vector<int32_t> h1(2 * blocks), h2(2 * blocks);
+    std::vector<int32_t> h1(blocks), h2(blocks);
     scalar::quantize_q8_row(x.data(), K, blocks, q1.data(), s1.data(), h1.data());
     avx2::quantize_q8_row(x.data(), K, blocks, q2.data(), s2.data(), h2.data());
     EXPECT_EQ(q1, q2) << "K=" << K;
@@ -263,8 +261,12 @@ TEST_P(LinearBiDtype, PackedWeightsRoundTheOriginals) {
     }
   }
   EXPECT_EQ(packed.at(3, 40), 0.0f);
-  // 3 groups of 4 rows x 9 chunks of 8, padded; int8 adds 3 x 3 blocks x 4 row scales.
-  EXPECT_EQ(packed.bytes(), 12u * 72 * dtype_size(GetParam()) + (GetParam() == DType::kI8 ? 36 * sizeof(float) : 0));
+  // f32, bf16: 3 groups of 4 rows x 9 chunks of 8, padded. int8: one strip of 16
+  // rows x 3 blocks of 32, padded, and a scale per row and block.
+  if (GetParam() == DType::kI8)
+    EXPECT_EQ(packed.bytes(), 16u * 96 + 16 * 3 * sizeof(float));
+  else
+    EXPECT_EQ(packed.bytes(), 12u * 72 * dtype_size(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightDtypes, LinearBiDtype, ::testing::Values(DType::kF32, DType::kBF16, DType::kI8),

@@ -19,28 +19,29 @@ PackedLinear PackedLinear::from_transposed(const float* weight_kn, int N, int K,
 }
 
 template <typename Elem>
-void PackedLinear::pack_group(int g, Elem elem) {
-  const int rows = std::min(kRows, N_ - g * kRows);
+void PackedLinear::pack_unit(int u, Elem elem) {
+  const int rows = std::min(unit_rows(), N_ - u * unit_rows());
   auto w = [&](int j, int k) { return j < rows && k < K_ ? elem(j, k) : 0.0f; };
-  uint8_t* dst = data_.data() + g * group_bytes();
   if (dtype_ == DType::kI8) {
-    // Symmetric per (row, 32-wide k-block): scale = max |w| / 127, q = round(w / scale).
-    float* scale = scales_.data() + static_cast<int64_t>(g) * k_blocks() * kRows;
+    // Symmetric per (row, 32-wide k-block): scale = max |w| / 127, q = round(w / scale),
+    // stored at [block][k / 4][row][k % 4].
+    int8_t* dst = reinterpret_cast<int8_t*>(data_.data()) + u * strip_bytes();
+    float* scale = scales_.data() + static_cast<int64_t>(u) * k_blocks() * kStripRows;
     for (int b = 0; b < k_blocks(); ++b)
-      for (int j = 0; j < kRows; ++j) {
+      for (int j = 0; j < kStripRows; ++j) {
         float amax = 0.0f;
         for (int k = b * kQuantBlock; k < (b + 1) * kQuantBlock; ++k) amax = std::max(amax, std::fabs(w(j, k)));
         const float s = amax / 127.0f;
-        scale[b * kRows + j] = s;
+        scale[b * kStripRows + j] = s;
         const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-        for (int c = b * 4; c < std::min(k_chunks_, b * 4 + 4); ++c)
-          for (int l = 0; l < kLanes; ++l) {
-            const float q = std::nearbyint(w(j, c * kLanes + l) * inv);
-            reinterpret_cast<int8_t*>(dst)[(c * kRows + j) * kLanes + l] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
-          }
+        for (int kk = 0; kk < kQuantBlock; ++kk) {
+          const float q = std::clamp(std::nearbyint(w(j, b * kQuantBlock + kk) * inv), -127.0f, 127.0f);
+          dst[b * kStripBlockBytes + (kk / 4) * kStripRows * 4 + j * 4 + kk % 4] = static_cast<int8_t>(q);
+        }
       }
     return;
   }
+  uint8_t* dst = data_.data() + u * group_bytes();
   for (int c = 0; c < k_chunks_; ++c)
     for (int j = 0; j < kRows; ++j)
       for (int l = 0; l < kLanes; ++l) {
@@ -54,43 +55,49 @@ void PackedLinear::pack_group(int g, Elem elem) {
 PackedLinear::PackedLinear(int N, int K, DType dtype)
     : N_(N), K_(K), k_chunks_((K + kLanes - 1) / kLanes), dtype_(dtype), elem_bytes_(static_cast<int>(dtype_size(dtype))) {
   DL_CHECK(supports(dtype), "packed linear weights can be f32, bf16 or i8, not %s", dtype_short_name(dtype));
-  const int groups = (N + kRows - 1) / kRows;
-  // Every element is written once by pack_group, padding included: no zero-fill
+  // Every element is written once by pack_unit, padding included: no zero-fill
   // pass over a buffer that can be hundreds of MB (the LM head) at start-up.
-  data_.resize_uninitialized(static_cast<size_t>(groups * group_bytes()));
-  if (dtype == DType::kI8) scales_.resize_uninitialized(static_cast<size_t>(groups) * k_blocks() * kRows);
+  if (dtype == DType::kI8) {
+    data_.resize_uninitialized(static_cast<size_t>(strips() * strip_bytes()));
+    scales_.resize_uninitialized(static_cast<size_t>(strips()) * k_blocks() * kStripRows);
+  } else {
+    data_.resize_uninitialized(static_cast<size_t>((N + kRows - 1) / kRows * group_bytes()));
+  }
 }
 
 PackedLinear::PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype)
     : PackedLinear(N, K, dtype) {
-  parallel_for(0, (N + kRows - 1) / kRows, [&](int64_t g) {
-    const int64_t n0 = g * kRows;
-    pack_group(static_cast<int>(g), [&](int j, int k) { return weight[(n0 + j) * n_stride + k * k_stride]; });
+  parallel_for(0, units(), [&](int64_t u) {
+    const int64_t n0 = u * unit_rows();
+    pack_unit(static_cast<int>(u), [&](int j, int k) { return weight[(n0 + j) * n_stride + k * k_stride]; });
   });
 }
 
 PackedLinear PackedLinear::from_rows(int N, int K, const RowReader& read_rows, DType dtype) {
   PackedLinear p(N, K, dtype);
-  parallel_chunks(0, (N + kRows - 1) / kRows, [&](int64_t g0, int64_t g1, int) {
-    std::vector<float> rows(static_cast<size_t>(kRows) * K);
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t n0 = g * kRows;
-      read_rows(n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)), rows.data());
-      p.pack_group(static_cast<int>(g), [&](int j, int k) { return rows[static_cast<size_t>(j) * K + k]; });
+  const int unit_rows = p.unit_rows();
+  parallel_chunks(0, p.units(), [&](int64_t u0, int64_t u1, int) {
+    std::vector<float> rows(static_cast<size_t>(unit_rows) * K);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t n0 = u * unit_rows;
+      read_rows(n0, static_cast<int>(std::min<int64_t>(unit_rows, N - n0)), rows.data());
+      p.pack_unit(static_cast<int>(u), [&](int j, int k) { return rows[static_cast<size_t>(j) * K + k]; });
     }
   });
   return p;
 }
 
 float PackedLinear::at(int n, int k) const {
+  if (dtype_ == DType::kI8) {
+    const int s = n / kStripRows, j = n % kStripRows, b = k / kQuantBlock, kk = k % kQuantBlock;
+    const int8_t q = strip_data(s)[b * kStripBlockBytes + (kk / 4) * kStripRows * 4 + j * 4 + kk % 4];
+    return static_cast<float>(q) * strip_scales(s)[b * kStripRows + j];
+  }
   const int g = n / kRows, j = n % kRows, c = k / kLanes;
   const int64_t i = (static_cast<int64_t>(c) * kRows + j) * kLanes + k % kLanes;
   const void* p = group_data(g);
-  switch (dtype_) {
-    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kI8: return static_cast<float>(static_cast<const int8_t*>(p)[i]) * group_scales(g)[(c / 4) * kRows + j];
-    default: return static_cast<const float*>(p)[i];
-  }
+  if (dtype_ == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
 }
 
 namespace scalar {
@@ -119,25 +126,24 @@ void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const 
 }
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
-                       const float* bias, int mr, int g0, int g1) {
+                       const float* bias, int mr, int s0, int s1) {
   // The integers and float operations of the SIMD tiles, in their order: each
   // block's exact integer dot product, then one FMA by both scales.
-  constexpr int L = PackedLinear::kLanes;
-  for (int g = g0; g < g1; ++g) {
-    const int8_t* p = static_cast<const int8_t*>(w.group_data(g));
-    const float* sw = w.group_scales(g);
-    for (int j = 0; j < PackedLinear::kRows && g * PackedLinear::kRows + j < w.N(); ++j) {
-      const int n = g * PackedLinear::kRows + j;
+  constexpr int S = PackedLinear::kStripRows, Q = PackedLinear::kQuantBlock;
+  for (int s = s0; s < s1; ++s) {
+    const int8_t* p = w.strip_data(s);
+    const float* sw = w.strip_scales(s);
+    for (int j = 0; j < S && s * S + j < w.N(); ++j) {
+      const int n = s * S + j;
       for (int r = 0; r < mr; ++r) {
         const int8_t* xq = x.row(row0 + r);
         float acc = 0.0f;
-        for (int c0 = 0, b = 0; c0 < w.k_chunks(); c0 += 4, ++b) {
+        for (int b = 0; b < w.k_blocks(); ++b) {
           int32_t dot = 0;
-          for (int c = c0; c < std::min(c0 + 4, w.k_chunks()); ++c)
-            for (int l = 0; l < L; ++l)
-              dot += static_cast<int32_t>(xq[c * L + l]) * p[(c * PackedLinear::kRows + j) * L + l];
-          const float s = sw[b * PackedLinear::kRows + j] * x.row_scales(row0 + r)[b];
-          acc = std::fma(static_cast<float>(dot), s, acc);
+          for (int kk = 0; kk < Q; ++kk)
+            dot += static_cast<int32_t>(xq[b * Q + kk]) *
+                   p[b * PackedLinear::kStripBlockBytes + (kk / 4) * S * 4 + j * 4 + kk % 4];
+          acc = std::fma(static_cast<float>(dot), sw[b * S + j] * x.row_scales(row0 + r)[b], acc);
         }
         out[r * ldo + n] = acc + (bias ? bias[n] : 0.0f);
       }
@@ -224,6 +230,46 @@ const char* linear_bi_bf16_path() {
   return t == avx512::linear_bi_bf16_tile ? "avx512_bf16" : t == avx2::linear_bi_bf16_tile ? "avx2" : "scalar";
 }
 
+namespace {
+
+// int8: the quantized rows against the strips. Batches of 4+ rows go to AMX where
+// there is one; otherwise contiguous runs of strips per thread, each swept by tiles
+// of a few rows (decode: one sweep, so the weights stream from memory once).
+void linear_bi_q8(float* out, int64_t ldo, const Q8Rows& xq, const PackedLinear& w, const float* bias, int64_t M) {
+  const int strips = w.strips();
+  // Rows in panels whose quantized x stays in L2 while the strips stream past.
+  const int64_t panel_bytes = 512 * 1024;
+  if (M >= kAmxMinRows && use_amx()) {
+    const int64_t panel = std::max<int64_t>(16, panel_bytes / xq.ld / 16 * 16);
+    for (int64_t m0 = 0; m0 < M; m0 += panel) {
+      const int64_t rows = std::min(panel, M - m0);
+      parallel_for(0, strips, [&](int64_t s) {
+        amx::linear_bi_q8_rows(out + m0 * ldo, ldo, xq, m0, rows, w, bias, static_cast<int>(s),
+                               static_cast<int>(s) + 1);
+      });
+    }
+    return;
+  }
+  const Q8Path path = q8_path();
+  const int64_t panel = std::max<int64_t>(path.max_rows, panel_bytes / xq.ld / path.max_rows * path.max_rows);
+  // Decode streams long runs (two strips per task); batches sweep a block of about
+  // 32 KB per tile of rows, so it is re-read from L1/L2.
+  const int strips_per_task = M <= 3 ? 2 : static_cast<int>(std::max<int64_t>(1, (32 * 1024) / w.strip_bytes()));
+  const int64_t tasks = (strips + strips_per_task - 1) / strips_per_task;
+  for (int64_t m0 = 0; m0 < M; m0 += panel) {
+    const int64_t rows = std::min(panel, M - m0);
+    parallel_for(0, tasks, [&](int64_t t) {
+      const int s0 = static_cast<int>(t) * strips_per_task, s1 = std::min(strips, s0 + strips_per_task);
+      for (int64_t r = 0; r < rows; r += path.max_rows) {
+        const int mr = static_cast<int>(std::min<int64_t>(path.max_rows, rows - r));
+        path.tile(out + (m0 + r) * ldo, ldo, xq, m0 + r, w, bias, mr, s0, s1);
+      }
+    });
+  }
+}
+
+}  // namespace
+
 void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, const float* bias,
                int64_t M) {
   if (M <= 0 || w.N() <= 0) return;
@@ -239,30 +285,16 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   Q8Rows& xq = q8_scratch;
   Bf16Rows& xb = bf16_scratch;
   const DType dt = w.dtype();
-  if (dt == DType::kI8) quantize_q8_rows(x, ldx, M, w.K(), xq);
-  if (dt == DType::kBF16) round_bf16_rows(x, ldx, M, w.K(), xb);
-  const Q8Tile q8_kernel = dt == DType::kI8 ? q8_tile() : nullptr;
-  const Bf16Tile bf16_kernel = dt == DType::kBF16 ? bf16_tile() : nullptr;
-  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
-  if (dt == DType::kI8 && M >= kAmxMinRows && use_amx()) {
-    // Strips of 16 outputs split statically between the threads; rows in panels
-    // whose quantized x stays in L2 while each strip is rearranged once per panel.
-    const int strips = (groups + amx::kStripGroups - 1) / amx::kStripGroups;
-    const int64_t panel = std::max<int64_t>(16, (512 * 1024) / xq.ld / 16 * 16);
-    for (int64_t m0 = 0; m0 < M; m0 += panel) {
-      const int64_t rows = std::min(panel, M - m0);
-      parallel_for(0, strips, [&](int64_t s) {
-        const int g0 = static_cast<int>(s) * amx::kStripGroups;
-        amx::linear_bi_q8_rows(out + m0 * ldo, ldo, xq, m0, rows, w, bias, g0,
-                               std::min(groups, g0 + amx::kStripGroups));
-      });
-    }
+  if (dt == DType::kI8) {
+    quantize_q8_rows(x, ldx, M, w.K(), xq);
+    linear_bi_q8(out, ldo, xq, w, bias, M);
     return;
   }
+  if (dt == DType::kBF16) round_bf16_rows(x, ldx, M, w.K(), xb);
+  const Bf16Tile bf16_kernel = dt == DType::kBF16 ? bf16_tile() : nullptr;
+  const int groups = (w.N() + PackedLinear::kRows - 1) / PackedLinear::kRows;
   auto tile = [&](float* o, const float* xr, int mr, int g0, int g1, int ahead, int phase, int period) {
-    if (q8_kernel) {
-      q8_kernel(o, ldo, xq, (xr - x) / ldx, w, bias, mr, g0, g1);
-    } else if (bf16_kernel) {
+    if (bf16_kernel) {
       bf16_kernel(o, ldo, xb, (xr - x) / ldx, w, bias, mr, g0, g1);
     } else {
       f32_tile(o, ldo, xr, ldx, w, bias, mr, g0, g1, ahead, phase, period);
@@ -272,7 +304,7 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   // the weight streams past it once; decode (M <= panel) reads W exactly once.
   // Rows per tile call: 3, or 6 on AVX-512 (each weight load feeds twice the FMAs,
   // halving its L2 traffic in prefill).
-  const int tile_rows = dt == DType::kF32 ? f32_rows : dt == DType::kBF16 ? bf16_path().max_rows : q8_path().max_rows;
+  const int tile_rows = dt == DType::kF32 ? f32_rows : bf16_path().max_rows;
   const int64_t bytes_per_row = static_cast<int64_t>(w.K()) * 4;
   const int64_t panel =
       std::max<int64_t>(tile_rows, std::min<int64_t>(96, (256 * 1024) / bytes_per_row / tile_rows * tile_rows));

@@ -14,7 +14,10 @@
 //
 // Low precision (`--dtype`): the packed weights may be stored as bf16 (2 bytes,
 // rounded to nearest even) or int8 (1 byte, symmetric, with one f32 scale per row
-// and 32-wide k-block, as llama.cpp's q8_0).
+// and 32-wide k-block, as llama.cpp's q8_0). int8 has a layout of its own: strips
+// of 16 output rows; per strip and block, 8 rows of 64 bytes [k / 4][output][k % 4]
+// (an AMX B tile as it is, and one 512-bit VNNI operand per row: 16 outputs times
+// 4 k).
 //   bf16: x is rounded to bf16 too (bf16_rows.h) and each pair of bf16 products is
 //         added into f32 lanes, as AVX512_BF16's `vdpbf16ps` does; the AVX2 and
 //         scalar paths take the same sums in the same order. No weight is widened
@@ -45,6 +48,8 @@ class PackedLinear {
   static constexpr int kRows = 4;         // output rows per group
   static constexpr int kLanes = 8;        // k per chunk
   static constexpr int kQuantBlock = 32;  // int8: k per scale (4 chunks)
+  static constexpr int kStripRows = 16;   // int8: output rows per strip
+  static constexpr int kStripBlockBytes = kStripRows * kQuantBlock;  // int8: one block of a strip
 
   // The weight dtypes a PackedLinear can hold.
   static bool supports(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kI8; }
@@ -71,9 +76,13 @@ class PackedLinear {
   // The group's packed elements: floats, bf16 bits or int8, by dtype().
   const void* group_data(int g) const { return data_.data() + g * group_bytes(); }
   const float* group(int g) const { return static_cast<const float*>(group_data(g)); }  // f32 only
-  // int8: the group's scales, [k_blocks()][kRows] (block b covers chunks 4b..4b+3).
-  int k_blocks() const { return (k_chunks_ + 3) / 4; }
-  const float* group_scales(int g) const { return scales_.data() + static_cast<int64_t>(g) * k_blocks() * kRows; }
+  // int8: 32-wide k-blocks, strips of 16 rows, and strip s's int8 weights
+  // [k_blocks()][8][16][4] and scales [k_blocks()][16].
+  int k_blocks() const { return (K_ + kQuantBlock - 1) / kQuantBlock; }
+  int strips() const { return (N_ + kStripRows - 1) / kStripRows; }
+  int64_t strip_bytes() const { return static_cast<int64_t>(k_blocks()) * kStripBlockBytes; }
+  const int8_t* strip_data(int s) const { return reinterpret_cast<const int8_t*>(data_.data()) + s * strip_bytes(); }
+  const float* strip_scales(int s) const { return scales_.data() + static_cast<int64_t>(s) * k_blocks() * kStripRows; }
   // Element (n, k) as the kernels see it (widened, scaled): for tests and the
   // scalar path.
   float at(int n, int k) const;
@@ -82,10 +91,14 @@ class PackedLinear {
  private:
   // Element (n, k) of W is weight[n * n_stride + k * k_stride].
   PackedLinear(const float* weight, int N, int K, int64_t n_stride, int64_t k_stride, DType dtype);
-  PackedLinear(int N, int K, DType dtype);  // allocates; the groups are packed next
-  // Packs group g from w(j, k) = element (4g + j, k) for j < 4, k < K (real rows only).
+  PackedLinear(int N, int K, DType dtype);  // allocates; the units are packed next
+  // What is packed as one piece: a group of 4 rows (f32, bf16) or a strip of 16 (int8).
+  int unit_rows() const { return dtype_ == DType::kI8 ? kStripRows : kRows; }
+  int units() const { return (N_ + unit_rows() - 1) / unit_rows(); }
+  // Packs unit u from w(j, k) = element (u * unit_rows() + j, k) for k < K and the
+  // unit's real rows only.
   template <typename Elem>
-  void pack_group(int g, Elem w);
+  void pack_unit(int u, Elem w);
 
   int N_ = 0, K_ = 0, k_chunks_ = 0;
   DType dtype_ = DType::kF32;
@@ -128,12 +141,13 @@ inline void store_lane_sums(float* out, int64_t ldo, int r, const float* lanes, 
 }
 
 // int8 weights: rows [row0, row0 + mr) of the quantized x (mr <=
-// linear_bi_q8_tile_max_rows(): 6 on AVX-512 VNNI, else 3) against the row groups [g0, g1). The avx512 one needs AVX512_VNNI. bf16 weights: the same with x
-// rounded to bf16 (mr <= linear_bi_bf16_tile_max_rows(): 6 on AVX-512, else 3); the
-// avx512 one needs AVX512_BF16.
+// linear_bi_q8_tile_max_rows(): 6 on AVX-512 VNNI, else 3) against the strips
+// [s0, s1). The avx512 one needs AVX512_VNNI. bf16 weights: rows against the row
+// groups [s0, s1) with x rounded to bf16 (mr <= linear_bi_bf16_tile_max_rows(): 6
+// on AVX-512, else 3); the avx512 one needs AVX512_BF16.
 #define DISTLLM_LINEAR_BI_Q8_KERNELS                                                               \
   void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, \
-                         const float* bias, int mr, int g0, int g1);                         \
+                         const float* bias, int mr, int s0, int s1);                         \
   int linear_bi_q8_tile_max_rows();                                                          \
   void linear_bi_bf16_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, const PackedLinear& w, \
                            const float* bias, int mr, int g0, int g1);                       \
@@ -153,14 +167,10 @@ DISTLLM_LINEAR_BI_Q8_KERNELS
 }
 namespace amx {
 // int8 weights on AMX tiles (linear_bi_q8_amx.cpp), for batches: rows [row0, row0 +
-// M) of the quantized x (any M) against the row groups [g0, g1), g0 a multiple of
-// 4. The weights of 16 outputs at a time are rearranged into tile layout in a
-// per-thread buffer and reused for every 16 rows, so it pays off from a few rows
-// on. The same bits as the other int8 tiles. Needs use_amx().
+// M) of the quantized x (any M) against the strips [s0, s1), 16 rows of x at a
+// time. The same bits as the other int8 tiles. Needs use_amx().
 void linear_bi_q8_rows(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, int64_t M, const PackedLinear& w,
-                       const float* bias, int g0, int g1);
-// Output row groups per AMX strip (16 outputs).
-constexpr int kStripGroups = 4;
+                       const float* bias, int s0, int s1);
 }  // namespace amx
 // Which int8 / bf16 tiles linear_bi runs here: "avx512_vnni" / "avx512_bf16",
 // "avx2" or "scalar".

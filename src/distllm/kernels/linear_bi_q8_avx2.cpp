@@ -1,9 +1,10 @@
-// AVX2 tiles of int8 linear_bi (linear_bi.h): int8 weights against int8 activations
-// (q8_rows.h). A packed chunk holds 8 k-values of 4 rows (32 bytes); the row of x's
-// 8 values is broadcast to all four. `maddubs` multiplies unsigned by signed bytes
-// and adds pairs into int16, so x's sign moves onto the weights (|x| times sign(x)·w,
-// at most 2·127·127 per pair: no saturation); `madd` by ones adds pairs into int32.
-// Each row's block dot product is exact, then scaled once per block (see q8_rows.h).
+// AVX2 tiles of int8 linear_bi (linear_bi.h): a strip block's 64-byte row (16
+// outputs times 4 k) is taken as two halves of 8 outputs. `maddubs`
+// multiplies unsigned by signed bytes and adds pairs into int16, so x's sign moves
+// onto the weights (|x| times sign(x)·w, at most 2·127·127 per pair: no
+// saturation), and `madd` by ones adds the pairs into each output's int32 lane.
+// Each block's dot product is exact; the float step is linear_bi.h's, so the bits
+// are the scalar tile's.
 #include <cstring>
 
 #include "distllm/kernels/linear_bi.h"
@@ -12,67 +13,76 @@
 namespace distllm::kernels::avx2 {
 namespace {
 
-inline __m256i broadcast_chunk(const int8_t* p) {
-  int64_t v;
-  std::memcpy(&v, p, sizeof v);
-  return _mm256_set1_epi64x(v);
-}
+constexpr int kMaxRows = 3;
 
-// The float steps every int8 tile shares (linear_bi.h): a block's integer lanes
-// (lane 2j: row j's products at k % 8 < 4, lane 2j + 1: at k % 8 >= 4) are added
-// into the block's dot product (both lanes hold it), converted and added with one
-// FMA by both scales; lane 2j is row j's result.
-inline __m256 block_scales(const float* sw4) {  // [s0 s0 s1 s1 s2 s2 s3 s3]
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sw4)), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+inline int32_t four_bytes(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 template <int MR>
-void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& pw, int g,
-                     const float* bias, int n0, int n_valid) {
-  const int8_t* p = static_cast<const int8_t*>(pw.group_data(g));
-  const float* scales = pw.group_scales(g);
-  const int k_chunks = pw.k_chunks();
+void strip_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, int s,
+                const float* bias) {
+  constexpr int S = PackedLinear::kStripRows, Q = PackedLinear::kQuantBlock;
+  const int8_t* p = w.strip_data(s);
+  const float* scales = w.strip_scales(s);
   const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* xr[MR];
   const float* xs[MR];
-  __m256 acc[MR];
-  for (int r = 0; r < MR; ++r) xr[r] = x.row(row0 + r), xs[r] = x.row_scales(row0 + r), acc[r] = _mm256_setzero_ps();
-  for (int c0 = 0, b = 0; c0 < k_chunks; c0 += 4, ++b) {
-    const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
-    __m256i dot[MR];
-    for (int r = 0; r < MR; ++r) dot[r] = _mm256_setzero_si256();
-    for (int c = c0; c < c1; ++c, p += 32) {
-      if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kRowsPrefetchBytes, _MM_HINT_T0);
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      for (int r = 0; r < MR; ++r) {
-        const __m256i xv = broadcast_chunk(xr[r] + c * 8);
-        const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(w, xv));
-        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(pairs, ones));
+  __m256 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    xr[r] = x.row(row0 + r), xs[r] = x.row_scales(row0 + r);
+    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  }
+  const int k_blocks = w.k_blocks();
+  for (int b = 0; b < k_blocks; ++b, p += PackedLinear::kStripBlockBytes) {
+    __m256i dot[MR][2];
+    for (int r = 0; r < MR; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    for (int k4 = 0; k4 < Q / 4; ++k4) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + k4 * 64) + kRowsPrefetchBytes, _MM_HINT_T0);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k4 * 64 + h * 32));
+        for (int r = 0; r < MR; ++r) {
+          const __m256i xv = _mm256_set1_epi32(four_bytes(xr[r] + b * Q + k4 * 4));
+          const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(pairs, ones));
+        }
       }
     }
-    const __m256 sw = block_scales(scales + b * 4);
-    for (int r = 0; r < MR; ++r) {
-      const __m256i block_dot = _mm256_add_epi32(dot[r], _mm256_shuffle_epi32(dot[r], 0xB1));  // both halves
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sw = _mm256_load_ps(scales + b * S + h * 8);
+      for (int r = 0; r < MR; ++r)
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])),
+                                    acc[r][h]);
     }
   }
+  const int n0 = s * S, n_valid = w.N() - n0 < S ? w.N() - n0 : S;
   for (int r = 0; r < MR; ++r) {
-    alignas(32) float v[8];
-    _mm256_store_ps(v, acc[r]);
-    for (int j = 0; j < 4; ++j) v[j] = v[2 * j];
+    alignas(32) float v[S];
+    _mm256_store_ps(v, acc[r][0]);
+    _mm256_store_ps(v + 8, acc[r][1]);
     store_lane_sums(out, ldo, r, v, 1, bias, n0, n_valid);
   }
 }
 
+template <int MR>
+void strips_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, const float* bias,
+                 int s0, int s1) {
+  for (int s = s0; s < s1; ++s) strip_tile<MR>(out, ldo, x, row0, w, s, bias);
+}
+
 }  // namespace
 
-#include "distllm/kernels/linear_bi_rows_tile_loop.h"
-
-int linear_bi_q8_tile_max_rows() { return kRowsTileMaxRows; }
+int linear_bi_q8_tile_max_rows() { return kMaxRows; }
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
-                       const float* bias, int mr, int g0, int g1) {
-  rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);
+                       const float* bias, int mr, int s0, int s1) {
+  switch (mr) {
+    case 1: strips_tile<1>(out, ldo, x, row0, w, bias, s0, s1); break;
+    case 2: strips_tile<2>(out, ldo, x, row0, w, bias, s0, s1); break;
+    default: strips_tile<kMaxRows>(out, ldo, x, row0, w, bias, s0, s1); break;
+  }
 }
 
 }  // namespace distllm::kernels::avx2

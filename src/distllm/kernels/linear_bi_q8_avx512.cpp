@@ -1,13 +1,16 @@
-// AVX-512 VNNI tiles of int8 linear_bi (linear_bi.h): `vpdpbusd` multiplies unsigned
-// by signed bytes and adds each four products into an int32 lane, one instruction
-// per 64 weights and row of x. The weights become unsigned by flipping their sign
-// bit (w + 128, one xor per 64 weights shared by the rows of x), and each lane's
-// 128 · (its half of the block's sum of q_x, q8_rows.h) is subtracted after: the
-// same exact integers, lane for lane, as the AVX2 and scalar tiles, hence the same
-// bits. A 512-bit register holds two chunks
-// (c, c + 1) of 4 rows; x's chunks are broadcast to their halves. Used when the CPU
+// AVX-512 VNNI tiles of int8 linear_bi (linear_bi.h): one 64-byte row of a strip
+// block is 16 outputs times 4 k, and `vpdpbusd` multiplies it by the row of x's 4
+// bytes at those k, broadcast, adding each output's four products into its int32
+// lane: one instruction per 64 weights and row of x, no shuffles. `vpdpbusd` takes
+// unsigned times signed bytes, so the weights' sign bits are flipped (w + 128, one
+// xor per 64 weights shared by the rows of x) and 128 times the block's sum of x
+// comes back off (q8_rows.h). Each block's sum is exact, and the float step is
+// linear_bi.h's. Two accumulators per row
+// (even and odd k / 4) halve the chain of dependent instructions; integer sums do
+// not depend on their order, so the bits are the scalar tile's. Used when the CPU
 // has AVX512_VNNI (use_avx512() alone does not promise it).
 #if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's conversion intrinsics start from _mm512_undefined_ps, which it reports.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
@@ -20,83 +23,75 @@
 namespace distllm::kernels::avx512 {
 namespace {
 
-// As in the AVX2 tiles: [s0 s0 s1 s1 s2 s2 s3 s3].
-inline __m256 block_scales(const float* sw4) {
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sw4)), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+constexpr int kMaxRows = 6;
+
+inline int32_t four_bytes(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 template <int MR>
-void rows_group_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& pw, int g,
-                     const float* bias, int n0, int n_valid) {
-  const int8_t* p = static_cast<const int8_t*>(pw.group_data(g));
-  const float* scales = pw.group_scales(g);
-  const int k_chunks = pw.k_chunks();
+void strip_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, int s,
+                const float* bias) {
+  constexpr int S = PackedLinear::kStripRows, Q = PackedLinear::kQuantBlock;
+  const int8_t* p = w.strip_data(s);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i pair_index = _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0);
+  const float* scales = w.strip_scales(s);
   const int8_t* xr[MR];
   const float* xs[MR];
-  const int32_t* xh[MR];
-  __m256 acc[MR];
+  const int32_t* xsum[MR];
+  __m512 acc[MR];
   for (int r = 0; r < MR; ++r) {
-    xr[r] = x.row(row0 + r), xs[r] = x.row_scales(row0 + r), xh[r] = x.row_half_sums(row0 + r);
-    acc[r] = _mm256_setzero_ps();
+    xr[r] = x.row(row0 + r), xs[r] = x.row_scales(row0 + r), xsum[r] = x.row_bias_sums(row0 + r);
+    acc[r] = _mm512_setzero_ps();
   }
-  for (int c0 = 0, b = 0; c0 < k_chunks; c0 += 4, ++b) {
-    const int c1 = c0 + 4 < k_chunks ? c0 + 4 : k_chunks;
-    __m512i dot[MR];
-    for (int r = 0; r < MR; ++r) dot[r] = _mm512_setzero_si512();
-    int c = c0;
-    for (; c + 1 < c1; c += 2, p += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kRowsPrefetchBytes, _MM_HINT_T0);
-      const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(p), flip);
+  const int k_blocks = w.k_blocks();
+  for (int b = 0; b < k_blocks; ++b, p += PackedLinear::kStripBlockBytes) {
+    __m512i even[MR], odd[MR];
+    for (int r = 0; r < MR; ++r) even[r] = odd[r] = _mm512_setzero_si512();
+    for (int k4 = 0; k4 < Q / 4; k4 += 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + k4 * 64) + kRowsPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + k4 * 64 + 64) + kRowsPrefetchBytes, _MM_HINT_T0);
+      const __m512i w0 = _mm512_xor_si512(_mm512_load_si512(p + k4 * 64), flip);
+      const __m512i w1 = _mm512_xor_si512(_mm512_load_si512(p + k4 * 64 + 64), flip);
       for (int r = 0; r < MR; ++r) {
-        const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[r] + c * 8));
-        dot[r] = _mm512_dpbusd_epi32(dot[r], w, _mm512_permutexvar_epi64(pair_index, _mm512_castsi128_si512(two)));
+        even[r] = _mm512_dpbusd_epi32(even[r], w0, _mm512_set1_epi32(four_bytes(xr[r] + b * Q + k4 * 4)));
+        odd[r] = _mm512_dpbusd_epi32(odd[r], w1, _mm512_set1_epi32(four_bytes(xr[r] + b * Q + k4 * 4 + 4)));
       }
     }
-    __m256i lanes[MR];
-    for (int r = 0; r < MR; ++r)
-      lanes[r] = _mm256_add_epi32(_mm512_castsi512_si256(dot[r]), _mm512_extracti64x4_epi64(dot[r], 1));
-    if (c < c1) {  // an odd last chunk (k not a multiple of 32)
-      const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                         _mm512_castsi512_si256(flip));
-      for (int r = 0; r < MR; ++r) {
-        int64_t v;
-        std::memcpy(&v, xr[r] + c * 8, sizeof v);
-        lanes[r] = _mm256_dpbusd_epi32(lanes[r], w, _mm256_set1_epi64x(v));
-      }
-      p += 32;
-    }
-    const __m256 sw = block_scales(scales + b * 4);
+    const __m512 sw = _mm512_load_ps(scales + b * S);
     for (int r = 0; r < MR; ++r) {
-      // Each lane summed (w + 128) * x over its k: take 128 * (its half's sum of x) off.
-      int64_t halves;
-      std::memcpy(&halves, xh[r] + 2 * b, sizeof halves);
-      const __m256i d = _mm256_sub_epi32(lanes[r], _mm256_slli_epi32(_mm256_set1_epi64x(halves), 7));
-      const __m256i block_dot = _mm256_add_epi32(d, _mm256_shuffle_epi32(d, 0xB1));  // both halves, in both lanes
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot), _mm256_mul_ps(sw, _mm256_set1_ps(xs[r][b])), acc[r]);
+      const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(even[r], odd[r]), _mm512_set1_epi32(xsum[r][b]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, _mm512_set1_ps(xs[r][b])), acc[r]);
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    alignas(32) float v[8];
-    _mm256_store_ps(v, acc[r]);
-    for (int j = 0; j < 4; ++j) v[j] = v[2 * j];
-    store_lane_sums(out, ldo, r, v, 1, bias, n0, n_valid);
-  }
+  const int n0 = s * S, n_valid = w.N() - n0 < S ? w.N() - n0 : S;
+  const __mmask16 valid = static_cast<__mmask16>((1u << n_valid) - 1);
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(valid, bias + n0) : _mm512_setzero_ps();
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(out + r * ldo + n0, valid, _mm512_add_ps(acc[r], bv));
+}
+
+template <int MR>
+void strips_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w, const float* bias,
+                 int s0, int s1) {
+  for (int s = s0; s < s1; ++s) strip_tile<MR>(out, ldo, x, row0, w, s, bias);
 }
 
 }  // namespace
 
-// Up to 6 rows per call: each weight load feeds twice the dot products in prefill.
-#define DISTLLM_ROWS_TILE_SIX
-#include "distllm/kernels/linear_bi_rows_tile_loop.h"
-#undef DISTLLM_ROWS_TILE_SIX
-
-int linear_bi_q8_tile_max_rows() { return kRowsTileMaxRows; }
+int linear_bi_q8_tile_max_rows() { return kMaxRows; }
 
 void linear_bi_q8_tile(float* out, int64_t ldo, const Q8Rows& x, int64_t row0, const PackedLinear& w,
-                       const float* bias, int mr, int g0, int g1) {
-  rows_tile(out, ldo, x, row0, w, bias, mr, g0, g1);
+                       const float* bias, int mr, int s0, int s1) {
+  switch (mr) {
+    case 1: strips_tile<1>(out, ldo, x, row0, w, bias, s0, s1); break;
+    case 2: strips_tile<2>(out, ldo, x, row0, w, bias, s0, s1); break;
+    case 3: strips_tile<3>(out, ldo, x, row0, w, bias, s0, s1); break;
+    case 4: strips_tile<4>(out, ldo, x, row0, w, bias, s0, s1); break;
+    case 5: strips_tile<5>(out, ldo, x, row0, w, bias, s0, s1); break;
+    default: strips_tile<kMaxRows>(out, ldo, x, row0, w, bias, s0, s1); break;
+  }
 }
 
 }  // namespace distllm::kernels::avx512

@@ -1,11 +1,9 @@
-// The part of the tiles that take prepared activation rows (int8: Q8Rows, bf16:
-// Bf16Rows; linear_bi_q8_*.cpp, linear_bi_bf16_*.cpp) that is the same for every
-// ISA: walking the row groups and choosing the tile height. Each file includes it
-// inside its own namespace after defining rows_group_tile<MR>(..., const Rows& x,
-// ...) for its Rows type; a file that defines DISTLLM_ROWS_TILE_PAIRS before it has
-// rows_group_tile<MR, NG> take 1 or 2 row groups and up to 6 rows per call, and one
-// that defines DISTLLM_ROWS_TILE_SIX takes one group and up to 6 rows. Not a normal
-// header: no include guard, no includes.
+// The part of the bf16 tiles (which take prepared activation rows, Bf16Rows;
+// linear_bi_bf16_*.cpp) that is the same for every ISA: walking the row groups and
+// choosing the tile height. Each file includes it inside its own namespace after
+// defining rows_group_tile<MR>(..., const Rows& x, ...); a file that defines DISTLLM_ROWS_TILE_PAIRS before it has
+// rows_group_tile<MR, NG> take 1 or 2 row groups and up to 6 rows per call. Not a
+// normal header: no include guard, no includes.
 
 namespace {
 
@@ -31,7 +29,7 @@ void rows_tile_range(float* out, int64_t ldo, const Rows& x, int64_t row0, const
 
 // The most rows rows_tile takes per call, tied to the cases it dispatches: a file
 // reports this (its linear_bi_*_tile_max_rows), never a number of its own.
-#if defined(DISTLLM_ROWS_TILE_PAIRS) || defined(DISTLLM_ROWS_TILE_SIX)
+#ifdef DISTLLM_ROWS_TILE_PAIRS
 constexpr int kRowsTileMaxRows = 6;
 #else
 constexpr int kRowsTileMaxRows = 3;
@@ -43,7 +41,7 @@ void rows_tile(float* out, int64_t ldo, const Rows& x, int64_t row0, const Packe
   switch (mr) {
     case 1: rows_tile_range<1>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 2: rows_tile_range<2>(out, ldo, x, row0, w, bias, g0, g1); break;
-#if defined(DISTLLM_ROWS_TILE_PAIRS) || defined(DISTLLM_ROWS_TILE_SIX)
+#ifdef DISTLLM_ROWS_TILE_PAIRS
     case 4: rows_tile_range<4>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 5: rows_tile_range<5>(out, ldo, x, row0, w, bias, g0, g1); break;
     case 6: rows_tile_range<6>(out, ldo, x, row0, w, bias, g0, g1); break;

@@ -8,7 +8,7 @@
 
 namespace distllm::kernels::avx2 {
 
-void quantize_q8_row(const float* x, int K, int blocks, int8_t* q, float* scales, int32_t* half_sums) {
+void quantize_q8_row(const float* x, int K, int blocks, int8_t* q, float* scales, int32_t* bias_sums) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   for (int b = 0; b < blocks; ++b) {
@@ -25,7 +25,7 @@ void quantize_q8_row(const float* x, int K, int blocks, int8_t* q, float* scales
     const float amax = simd::hmax(m);
     const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
     __m256i qi[4];
-    __m256i sums = _mm256_setzero_si256();  // lanes 0-3: k % 8 < 4, lanes 4-7: k % 8 >= 4
+    __m256i sums = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
       const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       qi[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
@@ -38,8 +38,8 @@ void quantize_q8_row(const float* x, int K, int blocks, int8_t* q, float* scales
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k0), bytes);
     alignas(32) int32_t lanes[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums);
-    half_sums[2 * b] = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-    half_sums[2 * b + 1] = lanes[4] + lanes[5] + lanes[6] + lanes[7];
+    bias_sums[b] =
+        Q8Rows::kWeightBias * ((lanes[0] + lanes[1] + lanes[2] + lanes[3]) + (lanes[4] + lanes[5] + lanes[6] + lanes[7]));
     scales[b] = amax / 127.0f;
   }
 }
