@@ -331,15 +331,20 @@ TEST_P(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
   paged_attention(s.kv, {one, all});
   EXPECT_EQ(std::memcmp(single.data(), out.data() + 2 * s.H * s.D, single.size() * sizeof(float)), 0);
   if (!cpu_has_avx2()) return;
-  std::vector<float> o1(q.size()), o2(q.size()), scratch(64 * 3);  // rep 3 x up to 23 keys
+  std::vector<float> o1(q.size()), o2(q.size()), o3(q.size()), scratch(64 * 6);  // 2 kv heads x rep 3 x 23 keys
   PagedQuery a{q.data(), s.H * s.D, o1.data(), s.H * s.D, rows, first, s.table.data()};
   PagedQuery b{q.data(), s.H * s.D, o2.data(), s.H * s.D, rows, first, s.table.data()};
-  for (int r = 0; r < rows; ++r)
+  PagedQuery c{q.data(), s.H * s.D, o3.data(), s.H * s.D, rows, first, s.table.data()};
+  for (int r = 0; r < rows; ++r) {
     for (int g = 0; g < s.KV; ++g) {
-      avx2::paged_attention_unit(s.kv, a, r, g, scratch.data());
-      scalar::paged_attention_unit(s.kv, b, r, g, scratch.data());
+      avx2::paged_attention_unit(s.kv, a, r, g, g + 1, scratch.data());
+      scalar::paged_attention_unit(s.kv, b, r, g, g + 1, scratch.data());
     }
+    avx2::paged_attention_unit(s.kv, c, r, 0, s.KV, scratch.data());  // all kv heads in one unit
+  }
   EXPECT_LT(rel_error(o1, o2), 1e-5);
+  // A head's bits do not depend on how many heads its unit takes.
+  EXPECT_EQ(std::memcmp(o1.data(), o3.data(), o1.size() * sizeof(float)), 0);
 }
 
 // A batch of `rows` query rows at positions first, first + 1, ... over a
@@ -366,7 +371,7 @@ struct PagedQueries {
     std::vector<float> out(q.size()), scratch(64 * 3);  // rep 3 x up to 23 keys
     PagedQuery pq = into(out);
     for (int r = 0; r < rows; ++r)
-      for (int g = 0; g < s.KV; ++g) unit(kv, pq, r, g, scratch.data());
+      for (int g = 0; g < s.KV; ++g) unit(kv, pq, r, g, g + 1, scratch.data());
     return out;
   }
   // Row r alone, in a batch behind another query, gives the bits it gave in `full`.

@@ -73,12 +73,14 @@ inline float kv_scale(const T* slice, int head_dim) {
   }
 }
 
-// All queries of all sequences, parallel over (sequence, row, kv head).
+// All queries of all sequences, parallel over (sequence, row, range of kv heads).
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries);
 
-// One (row, kv head) unit; `scores` needs (n_head / n_kv_head) * (position + 1) floats.
-#define DISTLLM_PAGED_ATTENTION_KERNELS                                                     \
-  void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int kv_head,  \
+// One unit: query row `row` against kv heads [g0, g1). `scores` needs (g1 - g0) *
+// (n_head / n_kv_head) * (position + 1) floats. A head's result does not depend on
+// the range it is computed in.
+#define DISTLLM_PAGED_ATTENTION_KERNELS                                                          \
+  void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,    \
                             float* scores);
 
 namespace scalar {
