@@ -4,6 +4,7 @@
 Runs, per round (rounds alternate which side goes first), for each weight-dtype pair
 (distllm f32 / bf16 / int8 against llama.cpp F32 / F16 / Q8_0):
   distllm bench decode --model M --prefill P --batch 1,8,16 --context C --rounds R --steps 8 --threads T --dtype D
+      --kv-cache-dtype KV
   llama-bench -m G -t T -p P -n 128 -r 3 -o json
   llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,8,16 [-fa]
 and compares
@@ -88,7 +89,8 @@ def distllm_decode(a, dtype):
     """One `bench decode` run: batch 1/8/16 decode tokens/s and the prefill of a.prefill tokens."""
     out, wall, foreign = run([a.distllm, "bench", "decode", "--model", a.model, "--prefill", str(a.prefill),
                               "--batch", "1,8,16", "--context", str(a.context), "--rounds", str(a.distllm_rounds),
-                              "--steps", "8", "--threads", str(a.threads), "--dtype", dtype], a.lock)
+                              "--steps", "8", "--threads", str(a.threads), "--dtype", dtype,
+                              "--kv-cache-dtype", a.kv_cache_dtype], a.lock)
     res = {}
     prefill = None
     for line in out.splitlines():
@@ -160,6 +162,8 @@ def main():
     ap.add_argument("--lock", default="/tmp/distllm-bench.lock")
     ap.add_argument("--llama-fa", action="store_true", help="also run llama-batched-bench with -fa (flash attention)")
     ap.add_argument("--dtypes", default="f32,bf16,int8", help="distllm dtypes to run (paired with F32, F16, Q8_0)")
+    ap.add_argument("--kv-cache-dtype", default="f32",
+                    help="distllm's K/V cache dtype (llama.cpp keeps its default, F16: bf16 is the same size)")
     ap.add_argument("--quiet-wait", type=float, default=0.0,
                     help="before each run, wait up to this many seconds for other processes to go idle")
     ap.add_argument("--json", help="append every measurement here (JSON lines)")
