@@ -42,5 +42,26 @@ TEST(Cpu, CapLowersTheActiveLevel) {
   EXPECT_EQ(use_avx2(), best_isa() >= Isa::kAvx2);
 }
 
+// AMX needs the AVX-512 level with VNNI and the AMX-INT8 feature; a lower ISA cap or
+// set_amx_enabled(false) turns it off, and the features alone never turn it on.
+TEST(Cpu, AmxFollowsFeaturesAndSwitches) {
+  const CpuFeatures& f = cpu_features();
+  if (f.amx_int8) {
+    EXPECT_TRUE(f.amx);
+  }
+  if (use_amx()) {
+    EXPECT_TRUE(f.amx_int8 && f.avx512_vnni && use_avx512());
+  }
+  set_isa_cap(Isa::kAvx2);
+  EXPECT_FALSE(use_amx());
+  set_isa_cap(Isa::kAvx512);
+  set_amx_enabled(false);
+  EXPECT_FALSE(use_amx());
+  set_amx_enabled(true);
+  if (!f.amx_int8) {
+    EXPECT_FALSE(use_amx());
+  }
+}
+
 }  // namespace
 }  // namespace distllm

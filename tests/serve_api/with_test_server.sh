@@ -21,7 +21,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do
+# Up to 30 s: under a parallel ctest a model server's start-up (mapping, packing)
+# shares the cores with other tests, and 5 s was once not enough.
+for _ in $(seq 600); do
   grep -q "listening on" "$tmp/out" 2>/dev/null && break
   kill -0 "$pid" 2>/dev/null || { echo "server exited:"; cat "$tmp/err"; exit 1; }
   sleep 0.05

@@ -137,21 +137,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   // Softmax numerators in place; the normaliser is applied at the end.
   for (int h = 0; h < heads; ++h) {
     float* s = scores + static_cast<int64_t>(h) * ctx;
-    float mx = max_value(s, ctx);
-    __m256 vmax = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
-    int e = 0;
-    for (; e + 8 <= ctx; e += 8) {
-      __m256 x = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(s + e), vmax));
-      _mm256_storeu_ps(s + e, x);
-      acc = _mm256_add_ps(acc, x);
-    }
-    if (e < ctx) {
-      __m256i m = simd::tail_mask(ctx - e);
-      __m256 x = _mm256_and_ps(simd::exp(_mm256_sub_ps(_mm256_maskload_ps(s + e, m), vmax)), _mm256_castsi256_ps(m));
-      _mm256_maskstore_ps(s + e, m, x);
-      acc = _mm256_add_ps(acc, x);
-    }
-    inv_sum[h] = 1.0f / simd::hsum(acc);
+    inv_sum[h] = 1.0f / exp_minus_max_inplace(s, ctx, max_value(s, ctx));
   }
   // Weighted values, keys ascending, a few keys at a time per head with the head's
   // accumulators in registers (stored between runs: the sums are the same).

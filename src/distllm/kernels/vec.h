@@ -37,6 +37,9 @@ void add_inplace(float* y, const float* x, int64_t n);
 double sum_squares(const float* x, int64_t n);
 float max_value(const float* x, int64_t n);
 float softmax_inplace(float* x, int64_t n);
+// x = exp(x - mx) in place; returns the sum of the new values (softmax's
+// numerators and denominator, for callers that apply the normaliser later).
+float exp_minus_max_inplace(float* x, int64_t n, float mx);
 // exp of each element (exposed to test the polynomial against std::exp).
 void exp_inplace(float* x, int64_t n);
 void tanh_inplace(float* x, int64_t n);

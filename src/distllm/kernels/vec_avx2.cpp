@@ -76,8 +76,7 @@ float max_value(const float* x, int64_t n) {
   return r;
 }
 
-float softmax_inplace(float* x, int64_t n) {
-  float mx = max_value(x, n);
+float exp_minus_max_inplace(float* x, int64_t n, float mx) {
   __m256 vmax = _mm256_set1_ps(mx);
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
@@ -93,7 +92,12 @@ float softmax_inplace(float* x, int64_t n) {
     _mm256_maskstore_ps(x + i, m, e);
     acc = _mm256_add_ps(acc, e);
   }
-  float sum = simd::hsum(acc);
+  return simd::hsum(acc);
+}
+
+float softmax_inplace(float* x, int64_t n) {
+  float mx = max_value(x, n);
+  float sum = exp_minus_max_inplace(x, n, mx);
   scale(x, 1.0f / sum, n);
   return mx + std::log(sum);
 }
