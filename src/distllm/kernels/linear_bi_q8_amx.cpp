@@ -1,12 +1,11 @@
 // AMX tiles of int8 linear_bi (linear_bi.h), for batches of rows: prefill and
 // batched decode. One `tdpbssd` multiplies 16 rows of x by a strip's 16 outputs
-// (signed bytes) over one 32-wide quantization block, exact
-// int32 sums: 8,192 products per instruction, against 64 per VNNI `vpdpbusd`. The
-// strip block is a B tile as it lies in memory ([k / 4][output][k % 4]), and the
-// rows of x are read in place from Q8Rows as the A tile. What is left is the
-// per-block float step every int8 tile takes (acc = fma(float(dot), s_w * s_x,
-// acc)), done on 16 outputs at once from the
-// stored C tile, so the results are the other tiles' bits.
+// (signed bytes) over one 32-wide quantization block, exact int32 sums: 8,192
+// products per instruction, against 64 per VNNI `vpdpbusd`. The strip block is a B
+// tile as it lies in memory ([k / 4][output][k % 4]), and the rows of x are read in
+// place from Q8Rows as the A tile. What is left is the per-block float step every
+// int8 tile takes (acc = fma(float(dot), s_w * s_x, acc)), done on 16 outputs at
+// once from the stored C tile, so the results are the other tiles' bits.
 #if defined(__GNUC__) && !defined(__clang__)
 // The C tiles are stored to memory by `tilestored`, which GCC does not see writing.
 #pragma GCC diagnostic ignored "-Wuninitialized"
