@@ -71,9 +71,10 @@ class PackedLinear {
   int K() const { return K_; }
   int k_chunks() const { return k_chunks_; }
   DType dtype() const { return dtype_; }
-  // Bytes of one group (rows [4g, 4g + 4)): k_chunks() * 32 elements.
+  // f32 and bf16 (int8 is packed in strips, below): bytes of one group (rows [4g,
+  // 4g + 4)), k_chunks() * 32 elements.
   int64_t group_bytes() const { return static_cast<int64_t>(k_chunks_) * kRows * kLanes * elem_bytes_; }
-  // The group's packed elements: floats, bf16 bits or int8, by dtype().
+  // The group's packed elements: floats or bf16 bits, by dtype().
   const void* group_data(int g) const { return data_.data() + g * group_bytes(); }
   const float* group(int g) const { return static_cast<const float*>(group_data(g)); }  // f32 only
   // int8: 32-wide k-blocks, strips of 16 rows, and strip s's int8 weights
