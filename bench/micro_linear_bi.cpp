@@ -66,7 +66,7 @@ void BM_Sgemm(benchmark::State& state) {
 
 // gpt2-124M: qkv 768->2304, mlp_in 768->3072, mlp_out 3072->768, lm_head 768->50257.
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int m : {1, 4, 16, 64})
+  for (int m : {1, 4, 8, 16, 64})
     for (auto [n, k] : {std::pair{2304, 768}, {3072, 768}, {768, 3072}, {50257, 768}}) b->Args({m, n, k});
   b->UseRealTime();
 }

@@ -112,15 +112,17 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
                int64_t M);
 
 // Tile kernels (f32 weights): rows [0, mr) of x (mr <= linear_bi_tile_max_rows(): 3,
-// or 6 on AVX-512) against the row groups [g0, g1),
-// writing out[r * ldo + n] for every real row n of those groups. prefetch_groups > 0
-// asks the kernel to pull the packed weights that many groups ahead towards L2 while
-// it computes: chunk c of each group is fetched when c % prefetch_period ==
+// or 8 on AVX-512) against the row groups [g0, g1), writing out[r * ldo + n] for
+// every real row n of those groups. linear_bi_tile_rows(batch) is the tile height
+// linear_bi uses for a batch of that many rows. prefetch_bytes > 0
+// asks the kernel to pull the packed weights that far ahead towards L2 while it
+// computes: chunk c of each group is fetched when c % prefetch_period ==
 // prefetch_phase (a hint; results do not depend on it).
 #define DISTLLM_LINEAR_BI_KERNELS                                                                   \
   int linear_bi_tile_max_rows();                                                                  \
+  int linear_bi_tile_rows(int64_t batch);                                                         \
   void linear_bi_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const PackedLinear& w, \
-                      const float* bias, int mr, int g0, int g1, int prefetch_groups = 0,       \
+                      const float* bias, int mr, int g0, int g1, int64_t prefetch_bytes = 0,   \
                       int prefetch_phase = 0, int prefetch_period = 1);
 
 // The int8 and bf16 tiles pull the packed weights this far ahead into L1 while they
