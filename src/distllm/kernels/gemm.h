@@ -9,10 +9,10 @@
 // Structure (Goto/BLIS): the K dimension is cut into KC-deep slices and C into
 // MC x NC blocks; a KC x NC slice of op(B) is packed into NR-wide column panels and
 // an MC x KC slice of op(A) into MR-tall row panels, so a register-blocked MR x NR
-// micro-kernel streams both from contiguous memory (B's panel stays in L1, A's block
-// in L2). Threads split C into a 2-D grid of tiles (one per thread), each running
-// the blocked loops with its own packing buffers, which live as long as the thread
-// (repeated calls allocate nothing). The micro-kernel is chosen at run time from
+// micro-kernel streams both from contiguous memory (A's micro-panel stays in L1
+// across a row of C tiles, B's slice in L2). Threads split C into a 2-D grid of
+// tiles (one per thread), each running the blocked loops with its own packing
+// buffers, which live as long as the thread (repeated calls allocate nothing). The micro-kernel is chosen at run time from
 // use_avx512() / use_avx2(); the scalar one is the portable reference.
 //
 // gemm_bf16 runs the same driver with bf16 compute: op(A) and op(B) are rounded to
