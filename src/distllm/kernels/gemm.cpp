@@ -218,6 +218,8 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
           const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
           float* c = C + (ic + ir) * ldc + jc + jr;
           const float* apanel = ap + ir * kd;
+          // The kernel touches its C tile only at the end: start fetching it now
+          // (rows a power of two apart would otherwise miss one by one).
           for (int i = 0; i < mr; ++i) {
             __builtin_prefetch(c + i * ldc, 1);
             __builtin_prefetch(c + i * ldc + nr - 1, 1);
