@@ -313,7 +313,6 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
   // size so batches re-read it from cache (32 KB measured as good as any size from
   // 16 to 96 KB at batch 16, and better than 1 MB). Decode keeps long runs.
   constexpr int64_t kTaskBytes = 32 * 1024;
-  constexpr int64_t kBatchPrefetchBytes = 8 * 1024;  // 4-16 KB alike at batch 8, 2 KB slower
   const int kGroupsPerTask = M <= 3 ? 8 : static_cast<int>(std::max<int64_t>(2, kTaskBytes / w.group_bytes()));
   const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
   const int64_t block_bytes = kGroupsPerTask * w.group_bytes();
@@ -328,16 +327,15 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
       for (int64_t r = 0; r < rows; r += tile_rows) {
         int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - r));
         const int sweep = static_cast<int>(r / tile_rows);
-        // Decode (1-3 rows) computes little per byte: the hardware prefetcher keeps
-        // up alone. A batch that is one sweep of 4-8 rows computes too long per
-        // byte for the prefetcher to stay ahead, so it asks for the weights
-        // kBatchPrefetchBytes further on (batch 8 on Llama 134M: 24.7 -> 21 ms per
-        // step). In batches of several sweeps the later ones compute from cache and
+        // A batch of one sweep (decode, and up to 8 rows on AVX-512) streams the
+        // weights from memory once: it asks for them kStreamPrefetchBytes ahead
+        // into L2 (batch 8 on Llama 134M: 24.7 -> 21 ms per step; batch 1 14.8 ->
+        // 14.1). In batches of several sweeps the later ones compute from cache and
         // pull the next block into L2, each a different share of its chunks (a
         // burst from one sweep overflows the miss buffers).
         int64_t ahead = 0;
         int phase = 0, period = 1;
-        if (sweeps == 1 && M > 3) ahead = kBatchPrefetchBytes;
+        if (sweeps == 1) ahead = kStreamPrefetchBytes;
         else if (sweep > 0) ahead = block_bytes, phase = sweep - 1, period = sweeps - 1;
         tile(out + (m0 + r) * ldo, x + (m0 + r) * ldx, mr, g0, g1, ahead, phase, period);
       }

@@ -125,11 +125,20 @@ void linear_bi(float* out, int64_t ldo, const float* x, int64_t ldx, const Packe
                       const float* bias, int mr, int g0, int g1, int64_t prefetch_bytes = 0,   \
                       int prefetch_phase = 0, int prefetch_period = 1);
 
-// The int8 and bf16 tiles pull the packed weights this far ahead into L1 while they
-// compute: with 1-2 bytes per weight the hardware prefetcher alone left decode at
-// 60-68% of the bandwidth roofline; 2-4 KB ahead gave 75-77% for bf16 (gpt2-124M,
-// batch 1: 12.5 -> 10.9 ms; 1 KB and 8 KB were in between).
+// The int8 tiles (and the AVX2 bf16 tile) pull the packed weights this far ahead
+// into L1 while they compute: with 1-2 bytes per weight the hardware prefetcher
+// alone left decode at 60-68% of the bandwidth roofline; 2-4 KB ahead gave 75-77%
+// for bf16 (gpt2-124M, batch 1: 12.5 -> 10.9 ms; 1 KB and 8 KB were in between).
 constexpr int kRowsPrefetchBytes = 4096;
+
+// Tiles that read the weights in one sweep (f32 decode and batches of up to 8 rows,
+// every AVX-512 bf16 call) ask for them this far ahead into L2 instead: the
+// hardware's L2 streamer stops at every 4 KB page, and a request 32 KB ahead has
+// the line in L2 long before the loads reach it. Llama 134M, 2 threads, ms per
+// decode step: bf16 batch 1 8.4 -> 6.9 (72% -> 88% of the bandwidth roofline),
+// batch 8 15.4 -> 13.6; f32 batch 1 14.8 -> 14.1. 4 KB into L1 measured as the
+// former, 16 KB in between, 64 KB as 32 KB (docs/benchmarks.md).
+constexpr int64_t kStreamPrefetchBytes = 32 * 1024;
 
 // The int8 and bf16 tiles' last step, the same on every ISA: row r's outputs n0 ..
 // n0 + n_valid from its f32 lanes, `per_row` (1, 2 or 4) consecutive lanes per

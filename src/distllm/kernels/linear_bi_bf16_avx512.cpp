@@ -38,7 +38,7 @@ void rows_group_tile(float* out, int64_t ldo, const Bf16Rows& x, int64_t row0, c
   auto chunk = [&](int c, int parity) __attribute__((always_inline)) {
     __m512bh w[NG];
     for (int q = 0; q < NG; ++q) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + q * stride + 32 * c) + kRowsPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + q * stride + 32 * c) + kStreamPrefetchBytes, _MM_HINT_T1);
       w[q] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(p + q * stride + 32 * c));
     }
     for (int r = 0; r < MR; ++r) {
