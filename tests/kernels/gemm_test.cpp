@@ -17,6 +17,7 @@
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/rng.h"
+#include "distllm/base/parallel.h"
 #include "distllm/kernels/gemm.h"
 #include "kernels/gemm_case.h"
 
@@ -124,11 +125,26 @@ TEST(Gemm, MatchesOpenBlasOnTrainingLikeShapeTN) {
   check_case({Trans::kN, Trans::kT, 256, 192, 768, 0, 0, 0, 1.0f, 0.0f}, 10);
 }
 
-TEST(Gemm, HugeOutputTakesDeeperKSlices) {
-  // M x N >= 16 Mi elements and K > KC: the driver doubles KC (fewer passes over C).
+TEST(Gemm, HugeOutputTakesSeveralKSlices) {
+  // M x N >= 16 Mi elements and K > KC: two passes over C.
   IsaCapReset reset;
   set_isa_cap(best_isa());
   check_case({Trans::kN, Trans::kT, 4097, 4097, 600, 0, 0, 0, 1.0f, 1.0f}, 12);
+}
+
+TEST(Gemm, TallTileRepacksAInRowBlocks) {
+  // One thread's tile taller than the rows of packed A the driver keeps per KC slice
+  // (8 MB: 4032 rows at KC = 512 on AVX-512, 8192 at KC = 256 on AVX2), crossing NC
+  // blocks and KC slices too. The scalar path's blocking is AVX2's.
+  IsaCapReset reset;
+  const int threads = num_threads();
+  set_num_threads(1);
+  for (Isa isa : isas()) {
+    if (isa == Isa::kScalar) continue;
+    set_isa_cap(isa);
+    for (Trans ta : kOps) check_case({ta, Trans::kN, 8300, 600, 600, 0, 0, 3, 1.0f, 0.5f}, 13);
+  }
+  set_num_threads(threads);
 }
 
 }  // namespace

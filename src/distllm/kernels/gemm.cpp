@@ -178,6 +178,11 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
   }
 }
 
+// A packed for one KC slice is kept for every NC block of C instead of being packed
+// again per block: up to this many bytes of it at a time (4096 rows at KC = 512).
+// At 2048^3 repacking A for each of the four NC blocks took 6% of the product.
+constexpr int64_t kPackedABytes = 8 << 20;
+
 // One thread's share: C[m0:m1, n0:n1], all of K.
 void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K,
                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
@@ -187,56 +192,62 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
   thread_local PackBuffer abuf, bbuf;
   const int kpw = cfg.k_per_word;
   const int64_t kc_max = (std::min<int64_t>(b.kc, K) + kpw - 1) / kpw;  // words
-  float* ap = abuf.get(static_cast<size_t>(b.mc) * kc_max);
+  // Rows of A packed at once: the tile's, up to kPackedABytes, in whole MC blocks.
+  const int64_t rows_cap = std::max<int64_t>(b.mc, kPackedABytes / (kc_max * 4) / b.mc * b.mc);
+  const int64_t rows_max = std::min<int64_t>(rows_cap, (m1 - m0 + MR - 1) / MR * MR);
+  float* ap = abuf.get(static_cast<size_t>(rows_max) * kc_max);
   float* bp = bbuf.get(static_cast<size_t>(b.nc) * kc_max);
   alignas(64) float edge[16 * 64];  // MR x NR scratch for partial tiles
-  for (int64_t jc = n0; jc < n1; jc += b.nc) {
-    const int64_t nc = std::min<int64_t>(b.nc, n1 - jc);
-    for (int64_t pc = 0; pc < K; pc += b.kc) {
-      const int64_t kc = std::min<int64_t>(b.kc, K - pc);
-      const int64_t kd = (kc + kpw - 1) / kpw;  // the panels' depth in words
-      const float beta_k = pc == 0 ? beta : 1.0f;
-      if (cfg.pack_b)
-        cfg.pack_b(bp, B, ldb, tb, pc, kc, jc, nc);
+  for (int64_t pc = 0; pc < K; pc += b.kc) {
+    const int64_t kc = std::min<int64_t>(b.kc, K - pc);
+    const int64_t kd = (kc + kpw - 1) / kpw;  // the panels' depth in words
+    const float beta_k = pc == 0 ? beta : 1.0f;
+    for (int64_t ma = m0; ma < m1; ma += rows_max) {
+      const int64_t rows = std::min<int64_t>(rows_max, m1 - ma);
+      if (cfg.pack_a)
+        cfg.pack_a(ap, A, lda, ta, ma, rows, pc, kc);
       else
-        pack_b(bp, B, ldb, tb, pc, kc, jc, nc, NR);
-      for (int64_t ic = m0; ic < m1; ic += b.mc) {
-        const int64_t mc = std::min<int64_t>(b.mc, m1 - ic);
-        if (cfg.pack_a)
-          cfg.pack_a(ap, A, lda, ta, ic, mc, pc, kc);
+        pack_a(ap, A, lda, ta, ma, rows, pc, kc, MR);
+      for (int64_t jc = n0; jc < n1; jc += b.nc) {
+        const int64_t nc = std::min<int64_t>(b.nc, n1 - jc);
+        if (cfg.pack_b)
+          cfg.pack_b(bp, B, ldb, tb, pc, kc, jc, nc);
         else
-          pack_a(ap, A, lda, ta, ic, mc, pc, kc, MR);
-        // ir outside, jr inside: the A micro-panel (MR x KC) stays in L1 across a
-        // row of C tiles while the B micro-panels stream from the KC x NC slice in
-        // L2. The other order (B's micro-panel in L1) needs KC x NR in L1 next to
-        // the streaming A: it capped KC at 256, and each KC slice reads and writes
-        // all of C. This order with KC = 512 ran 2048^3 at 160 GFLOP/s on one
-        // thread against 140.
-        auto micro = [&](int64_t jr, int64_t ir) __attribute__((always_inline)) {
-          const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-          const float* bpanel = bp + jr * kd;
-          const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          float* c = C + (ic + ir) * ldc + jc + jr;
-          const float* apanel = ap + ir * kd;
-          // The kernel touches its C tile only at the end: start fetching it now
-          // (rows a power of two apart would otherwise miss one by one).
-          for (int i = 0; i < mr; ++i) {
-            __builtin_prefetch(c + i * ldc, 1);
-            __builtin_prefetch(c + i * ldc + nr - 1, 1);
-          }
-          if (mr == MR && nr == NR) {
-            cfg.kernel(kd, apanel, bpanel, c, ldc, alpha, beta_k);
-          } else {
-            cfg.kernel(kd, apanel, bpanel, edge, NR, alpha, 0.0f);
-            for (int i = 0; i < mr; ++i)
-              for (int j = 0; j < nr; ++j) {
-                float v = edge[i * NR + j];
-                c[i * ldc + j] = beta_k == 0.0f ? v : v + beta_k * c[i * ldc + j];
-              }
-          }
-        };
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          for (int64_t jr = 0; jr < nc; jr += NR) micro(jr, ir);
+          pack_b(bp, B, ldb, tb, pc, kc, jc, nc, NR);
+        for (int64_t ic = ma; ic < ma + rows; ic += b.mc) {
+          const int64_t mc = std::min<int64_t>(b.mc, ma + rows - ic);
+          // ir outside, jr inside: the A micro-panel (MR x KC) stays in L1 across a
+          // row of C tiles while the B micro-panels stream from the KC x NC slice in
+          // L2. The other order (B's micro-panel in L1) needs KC x NR in L1 next to
+          // the streaming A: it capped KC at 256, and each KC slice reads and writes
+          // all of C. This order with KC = 512 ran 2048^3 at 160 GFLOP/s on one
+          // thread against 140.
+          auto micro = [&](int64_t jr, int64_t ir) __attribute__((always_inline)) {
+            const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+            const float* bpanel = bp + jr * kd;
+            const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+            float* c = C + (ic + ir) * ldc + jc + jr;
+            const float* apanel = ap + (ic - ma + ir) * kd;
+            // The kernel touches its C tile only at the end: start fetching it now
+            // (rows a power of two apart would otherwise miss one by one).
+            for (int i = 0; i < mr; ++i) {
+              __builtin_prefetch(c + i * ldc, 1);
+              __builtin_prefetch(c + i * ldc + nr - 1, 1);
+            }
+            if (mr == MR && nr == NR) {
+              cfg.kernel(kd, apanel, bpanel, c, ldc, alpha, beta_k);
+            } else {
+              cfg.kernel(kd, apanel, bpanel, edge, NR, alpha, 0.0f);
+              for (int i = 0; i < mr; ++i)
+                for (int j = 0; j < nr; ++j) {
+                  float v = edge[i * NR + j];
+                  c[i * ldc + j] = beta_k == 0.0f ? v : v + beta_k * c[i * ldc + j];
+                }
+            }
+          };
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            for (int64_t jr = 0; jr < nc; jr += NR) micro(jr, ir);
+        }
       }
     }
   }
