@@ -6,6 +6,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
 #include "distllm/kernels/gemm.h"
+#include "distllm/kernels/matmul.h"
 #include "distllm/kernels/linear_bi.h"
 
 namespace distllm {
@@ -21,8 +22,8 @@ int run_version(Args& args) {
   std::printf("cpu: %s\n", cpu_feature_list().c_str());
   std::printf("isa: best %s, active %s (DISTLLM_ISA=scalar|avx2|avx512 caps it)\n", isa_name(best_isa()),
               isa_name(active));
-  std::printf("kernels: %s (training GEMM: OpenBLAS sgemm; bench gemm: own sgemm %s)\n", isa_name(kernels),
-              isa_name(active));
+  std::printf("kernels: %s (training f32 GEMM: %s, DISTLLM_SGEMM=distllm|openblas chooses; bench gemm: own sgemm %s)\n",
+              isa_name(kernels), kernels::f32_gemm_path(), isa_name(active));
   std::printf("training --compute-dtype bf16: %s\n",
               kernels::gemm_bf16_available() ? "available (vdpbf16ps GEMM)" : kernels::gemm_bf16_unavailable_reason());
   std::printf("decode linears: f32 %s, bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_bf16_path(),

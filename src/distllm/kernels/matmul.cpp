@@ -3,7 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/error.h"
@@ -53,11 +55,34 @@ void matvec(float* out, int64_t ldo, const float* inp, int64_t ldi, const float*
   });
 }
 
+// DISTLLM_SGEMM as given: 1 distllm, 0 openblas, -1 not set. A bad value is an
+// error naming the variable, not a silent fallback.
+int sgemm_override() {
+  static const int v = [] {
+    const char* s = std::getenv("DISTLLM_SGEMM");
+    if (!s || !*s) return -1;
+    const std::string name(s);
+    DL_CHECK(name == "distllm" || name == "openblas", "DISTLLM_SGEMM must be distllm or openblas, got '%s'", s);
+    return name == "distllm" ? 1 : 0;
+  }();
+  return v;
+}
+
+// Decided per call: the ISA cap can change at run time (tests run every path).
+bool use_own_sgemm() {
+  const int v = sgemm_override();
+  return v >= 0 ? v == 1 : use_avx512();
+}
+
 // C = A·op(B)-style product in the mode's dtype (row-major; ta/tb transpose A/B).
 void gemm(ComputeDtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (dt == ComputeDtype::kBf16) {
     gemm_bf16(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (use_own_sgemm()) {
+    sgemm(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
@@ -66,6 +91,11 @@ void gemm(ComputeDtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
 }
 
 }  // namespace
+
+const char* f32_gemm_path() {
+  if (!use_own_sgemm()) return "openblas";
+  return use_avx512() ? "distllm avx512" : use_avx2() ? "distllm avx2" : "distllm scalar";
+}
 
 const char* compute_dtype_name(ComputeDtype d) { return d == ComputeDtype::kBf16 ? "bf16" : "f32"; }
 

@@ -3,8 +3,9 @@
 // Weights come in the two layouts Hugging Face checkpoints use:
 //   kInOut: W is [K, N] (in, out)  -- GPT-2's Conv1D
 //   kOutIn: W is [N, K] (out, in)  -- torch.nn.Linear (Llama)
-// Large products go to OpenBLAS sgemm; small row counts (decode) use a hand-written
-// matrix-vector kernel that streams each weight row once. With ComputeDtype::kBf16
+// Large products go to an sgemm (f32_gemm_path(): distllm's own on AVX-512, else
+// OpenBLAS); small row counts (decode) use a hand-written matrix-vector kernel that
+// streams each weight row once. With ComputeDtype::kBf16
 // every product goes to kernels::gemm_bf16 instead (bf16 inputs, f32 sums; inputs,
 // outputs and gradients stay f32 in memory): training's --compute-dtype bf16.
 #pragma once
@@ -23,6 +24,13 @@ ComputeDtype parse_compute_dtype(const std::string& text);
 // Throws, naming --compute-dtype and the reason, when this process cannot compute
 // in `d` (bf16 needs AVX512_BF16 and the avx512 ISA level).
 void check_compute_dtype(ComputeDtype d);
+
+// Which sgemm the f32 products of training run on: "distllm avx512" where the
+// active ISA is AVX-512 (its own GEMM: as fast as OpenBLAS's AVX-512 kernel on the
+// training shapes, and twice OpenBLAS where the environment pins OpenBLAS to its
+// Haswell kernel), else "openblas". DISTLLM_SGEMM=openblas|distllm overrides it
+// (read once); distllm below AVX-512 runs its AVX2 or scalar GEMM.
+const char* f32_gemm_path();
 
 // How a linear layer's products run: the weight's layout and the compute dtype. A
 // WeightLayout converts to it (f32 compute), so callers that only know the layout

@@ -109,8 +109,11 @@ TEST(InterleavedPipeline, TwoStagesMatchTheSingleProcess) {
     for (int m : {2, 4}) {
       expect_parity(with_layers(family, 4), {.pp = 2, .v = 2, .m = m});
       // gpt2 with 6 layers and a batch of 4 sequences departs from one process by
-      // step 10 under 1F1B too (rounding, amplified: 2.8e-3 in loss by step 20).
-      const bool chaotic = family == ModelFamily::kGpt2 && m == 2;
+      // step 10 under 1F1B too (rounding, amplified: 2.8e-3 in loss by step 20);
+      // at m = 4 too with distllm's sgemm (norm 1.1e-3 at step 20, 3.1e-4 with
+      // OpenBLAS; first step within 1.4e-8 with either). Those runs are held to
+      // the first step and to 1F1B, bit for bit.
+      const bool chaotic = family == ModelFamily::kGpt2;
       expect_parity(with_layers(family, 6), {.pp = 2, .v = 3, .m = m}, chaotic);
     }
   // Uneven chunks: 5 layers over 4 chunks split 2+1+1+1 (stage 0: 3 layers).
