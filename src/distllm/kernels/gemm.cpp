@@ -180,8 +180,8 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
 
 // A packed for one KC slice is kept for every NC block of C instead of being packed
 // again per block: up to this many bytes of it at a time (4032 rows, 12 MC blocks,
-// at KC = 512).
-// At 2048^3 repacking A for each of the four NC blocks took 6% of the product.
+// at KC = 512). At 2048^3 repacking A for each of the four NC blocks took 6% of the
+// product.
 constexpr int64_t kPackedABytes = 8 << 20;
 
 // One thread's share: C[m0:m1, n0:n1], all of K.
