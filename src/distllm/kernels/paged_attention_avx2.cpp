@@ -101,19 +101,22 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   // One prefetch stream over the unit's K rows, then its V rows, kPrefetchKeys
   // ahead of the key being read, into L2.
   const int64_t slice_bytes = static_cast<int64_t>(kv_head_bytes(kv.dtype, D));
-  auto prefetch_key = [&](int jp) __attribute__((always_inline)) {
+  // Per head, next to that head's own reads: a whole key row (12 heads, 24 lines
+  // at bf16) asked for at once overflowed the line-fill buffers and stalled the
+  // unit, which streamed at half the weights' rate.
+  auto prefetch_key = [&](int jp, int g) __attribute__((always_inline)) {
     const bool in_k = jp < ctx;
     const int key = in_k ? jp : jp - ctx;
     if (key >= ctx) return;
-    const uintptr_t first = reinterpret_cast<uintptr_t>(slice(in_k ? kv.k : kv.v, key, g0));
-    const uintptr_t last = first + static_cast<uintptr_t>((g1 - g0) * slice_bytes);
+    const uintptr_t first = reinterpret_cast<uintptr_t>(slice(in_k ? kv.k : kv.v, key, g));
+    const uintptr_t last = first + static_cast<uintptr_t>(slice_bytes);
     for (uintptr_t a = first & ~uintptr_t{63}; a < last; a += 64)
       _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
   };
   int j = 0;
   for (; j + 4 <= ctx; j += 4) {
-    for (int p = 0; p < 4; ++p) prefetch_key(j + p + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
+      for (int p = 0; p < 4; ++p) prefetch_key(j + p + kPrefetchKeys, g);
       const T* k0 = slice(kv.k, j, g);
       const T* k1 = slice(kv.k, j + 1, g);
       const T* k2 = slice(kv.k, j + 2, g);
@@ -143,8 +146,8 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
     }
   }
   for (; j < ctx; ++j) {
-    prefetch_key(j + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
+      prefetch_key(j + kPrefetchKeys, g);
       const T* kj = slice(kv.k, j, g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
@@ -165,8 +168,8 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   constexpr int kKeysPerRun = 4;
   for (int j0 = 0; j0 < ctx; j0 += kKeysPerRun) {
     const int j1 = j0 + kKeysPerRun < ctx ? j0 + kKeysPerRun : ctx;
-    for (int jj = j0; jj < j1; ++jj) prefetch_key(ctx + jj + kPrefetchKeys);
-    for (int g = g0; g < g1; ++g)
+    for (int g = g0; g < g1; ++g) {
+      for (int jj = j0; jj < j1; ++jj) prefetch_key(ctx + jj + kPrefetchKeys, g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
         float* oh = obuf.data() + h * D;
@@ -180,6 +183,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
         }
         for (int c = 0; c < NC; ++c) _mm256_storeu_ps(oh + c * 8, o[c]);
       }
+    }
   }
   for (int h = 0; h < heads; ++h) {
     __m256 inv = _mm256_set1_ps(inv_sum[h]);
