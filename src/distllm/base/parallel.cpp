@@ -28,6 +28,8 @@ int available_cpus() {
 
 int num_threads() { return thread_count().load(std::memory_order_relaxed); }
 
+bool in_parallel_region() { return omp_in_parallel() != 0; }
+
 void set_num_threads(int n) {
   if (n < 1) n = 1;
   thread_count().store(n);

@@ -18,6 +18,10 @@ int available_cpus();
 int num_threads();
 void set_num_threads(int n);
 
+// True inside one of the loops below (an OpenMP parallel region): a kernel called
+// from a task runs on its own thread rather than opening a nested team.
+bool in_parallel_region();
+
 // Calls fn(i) for i in [begin, end), split into contiguous static chunks across the
 // threads. The split depends only on (begin, end, num_threads()), so results are
 // reproducible for a given thread count. Runs inline for tiny ranges.

@@ -1,7 +1,5 @@
 #include "distllm/kernels/attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 
 #include "distllm/base/parallel.h"
 #include "distllm/kernels/cross_entropy.h"
+#include "distllm/kernels/matmul.h"
 #include "distllm/kernels/vec.h"
 #include "distllm/base/cpu.h"
 
@@ -43,8 +42,7 @@ TilePtrs tile_ptrs(const AttentionArgs& a, int b, int h, int i0) {
 
 // S[rows, cols] = scale * Q_tile · K[0:cols]^T
 void scores(const AttentionArgs& a, const TilePtrs& p, int rows, int cols, float* S) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, a.head_dim, a.scale, p.q, a.q_row_stride, p.k,
-              a.kv_row_stride, 0.0f, S, cols);
+  f32_gemm(false, true, rows, cols, a.head_dim, a.scale, p.q, a.q_row_stride, p.k, a.kv_row_stride, 0.0f, S, cols);
 }
 
 void forward_tile(const AttentionArgs& a, int b, int h, int i0, float* S) {
@@ -59,8 +57,7 @@ void forward_tile(const AttentionArgs& a, int b, int h, int i0, float* S) {
     std::memset(row + vis, 0, sizeof(float) * (cols - vis));
     if (a.lse) a.lse[(static_cast<int64_t>(b) * a.n_head + h) * a.q_len + i0 + r] = lse;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.head_dim, cols, 1.0f, S, cols, p.v,
-              a.kv_row_stride, 0.0f, p.out, a.out_row_stride);
+  f32_gemm(false, false, rows, a.head_dim, cols, 1.0f, S, cols, p.v, a.kv_row_stride, 0.0f, p.out, a.out_row_stride);
 }
 
 }  // namespace
@@ -120,8 +117,7 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
             std::memset(row + vis, 0, sizeof(float) * (cols - vis));
           }
           // dP = dO · V^T
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, D, 1.0f, dout, a.out_row_stride, p.v,
-                      a.kv_row_stride, 0.0f, dP, cols);
+          f32_gemm(false, true, rows, cols, D, 1.0f, dout, a.out_row_stride, p.v, a.kv_row_stride, 0.0f, dP, cols);
           // dS = P * (dP - sum_j P_j dP_j), written over dP. The row sum is taken
           // from P and dP themselves (not as dO . O, which is equal in exact
           // arithmetic), so a row with one visible key gets exactly zero.
@@ -134,14 +130,12 @@ void attention_backward(const AttentionArgs& a, const AttentionGrads& g) {
             std::memset(drow + vis, 0, sizeof(float) * (cols - vis));
           }
           // dV[0:cols] += P^T · dO
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, D, rows, 1.0f, P, cols, dout, a.out_row_stride,
-                      1.0f, dv, a.kv_row_stride);
+          f32_gemm(true, false, cols, D, rows, 1.0f, P, cols, dout, a.out_row_stride, 1.0f, dv, a.kv_row_stride);
           // dQ_tile = scale * dS · K[0:cols]
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, cols, a.scale, dP, cols, p.k,
-                      a.kv_row_stride, g.accumulate ? 1.0f : 0.0f, dq, a.q_row_stride);
+          f32_gemm(false, false, rows, D, cols, a.scale, dP, cols, p.k, a.kv_row_stride, g.accumulate ? 1.0f : 0.0f, dq,
+                   a.q_row_stride);
           // dK[0:cols] += scale * dS^T · Q_tile
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, D, rows, a.scale, dP, cols, p.q, a.q_row_stride,
-                      1.0f, dk, a.kv_row_stride);
+          f32_gemm(true, false, cols, D, rows, a.scale, dP, cols, p.q, a.q_row_stride, 1.0f, dk, a.kv_row_stride);
         }
       }
     }

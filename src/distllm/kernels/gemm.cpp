@@ -270,7 +270,7 @@ void gemm_driver(const Config& cfg, Trans trans_a, Trans trans_b, int64_t M, int
   // 2-D grid tm x tn of per-thread tiles. Each thread packs its own A rows (once
   // per NC block) and B columns, so the cost model is the padded tile's FMAs plus
   // its packing.
-  int threads = num_threads();
+  int threads = in_parallel_region() ? 1 : num_threads();
   if (static_cast<double>(M) * N * K < 64.0 * 64 * 64) threads = 1;
   threads = static_cast<int>(std::min<int64_t>(threads, mu * nu));
   int best_tm = 1;

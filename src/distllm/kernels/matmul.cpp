@@ -81,16 +81,21 @@ void gemm(ComputeDtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     gemm_bf16(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (use_own_sgemm()) {
-    sgemm(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
+  f32_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
+
+void f32_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (use_own_sgemm()) {
+    sgemm(ta ? Trans::kT : Trans::kN, tb ? Trans::kT : Trans::kN, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
 
 const char* f32_gemm_path() {
   if (!use_own_sgemm()) return "openblas";

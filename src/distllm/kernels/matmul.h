@@ -32,6 +32,12 @@ void check_compute_dtype(ComputeDtype d);
 // (read once); distllm below AVX-512 runs its AVX2 or scalar GEMM.
 const char* f32_gemm_path();
 
+// C = alpha * op(A) * op(B) + beta * C, row-major, on f32_gemm_path()'s sgemm: every
+// f32 product of training (the linears' and attention's) goes through here. From
+// inside a parallel loop it runs on the calling thread alone.
+void f32_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // How a linear layer's products run: the weight's layout and the compute dtype. A
 // WeightLayout converts to it (f32 compute), so callers that only know the layout
 // pass that.
