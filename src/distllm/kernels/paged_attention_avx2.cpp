@@ -87,7 +87,14 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   const int ctx = q.first_pos + row + 1;
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g0) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g0) * rep * D;
-  auto slice = [&](const void* base, int j, int g) { return kv_slice<T>(kv, base, q.block_table, j, g); };
+  // A key's K or V row from the unit's first head on: head g's slice is (g - g0)
+  // slices further. Looked up once per key (a block-table read and a division),
+  // not once per key and head.
+  const int64_t slice_bytes = static_cast<int64_t>(kv_head_bytes(kv.dtype, D));
+  auto key_row = [&](const void* pool, int j) {
+    return reinterpret_cast<const uint8_t*>(kv_slice<T>(kv, pool, q.block_table, j, g0));
+  };
+  auto at = [&](const uint8_t* row, int g) { return reinterpret_cast<const T*>(row + (g - g0) * slice_bytes); };
   // The unit's queries in the kernels' lane order, and its output accumulators.
   thread_local std::vector<float> qbuf, obuf;
   if (qbuf.size() < static_cast<size_t>(heads) * D) qbuf.resize(static_cast<size_t>(heads) * D);
@@ -99,28 +106,33 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
     }
   const __m128 scale = _mm_set1_ps(kv.scale);
   // One prefetch stream over the unit's K rows, then its V rows, kPrefetchKeys
-  // ahead of the key being read, into L2.
-  const int64_t slice_bytes = static_cast<int64_t>(kv_head_bytes(kv.dtype, D));
+  // ahead of the key being read, into L2: step jp is K row jp, then V row jp - ctx,
+  // null past the end.
+  auto stream_row = [&](int jp) -> const uint8_t* {
+    if (jp < ctx) return key_row(kv.k, jp);
+    return jp - ctx < ctx ? key_row(kv.v, jp - ctx) : nullptr;
+  };
   // Per head, next to that head's own reads: a whole key row (12 heads, 24 lines
   // at bf16) asked for at once overflowed the line-fill buffers and stalled the
   // unit, which streamed at half the weights' rate.
-  auto prefetch_key = [&](int jp, int g) __attribute__((always_inline)) {
-    const bool in_k = jp < ctx;
-    const int key = in_k ? jp : jp - ctx;
-    if (key >= ctx) return;
-    const uintptr_t first = reinterpret_cast<uintptr_t>(slice(in_k ? kv.k : kv.v, key, g));
+  auto prefetch_head = [&](const uint8_t* row, int g) __attribute__((always_inline)) {
+    if (!row) return;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(row + (g - g0) * slice_bytes);
     const uintptr_t last = first + static_cast<uintptr_t>(slice_bytes);
     for (uintptr_t a = first & ~uintptr_t{63}; a < last; a += 64)
       _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
   };
   int j = 0;
   for (; j + 4 <= ctx; j += 4) {
+    const uint8_t* rows[4];
+    const uint8_t* ahead[4];
+    for (int p = 0; p < 4; ++p) rows[p] = key_row(kv.k, j + p), ahead[p] = stream_row(j + p + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
-      for (int p = 0; p < 4; ++p) prefetch_key(j + p + kPrefetchKeys, g);
-      const T* k0 = slice(kv.k, j, g);
-      const T* k1 = slice(kv.k, j + 1, g);
-      const T* k2 = slice(kv.k, j + 2, g);
-      const T* k3 = slice(kv.k, j + 3, g);
+      for (int p = 0; p < 4; ++p) prefetch_head(ahead[p], g);
+      const T* k0 = at(rows[0], g);
+      const T* k1 = at(rows[1], g);
+      const T* k2 = at(rows[2], g);
+      const T* k3 = at(rows[3], g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
         const float* qh = qbuf.data() + h * D;
@@ -146,9 +158,11 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
     }
   }
   for (; j < ctx; ++j) {
+    const uint8_t* row = key_row(kv.k, j);
+    const uint8_t* ahead = stream_row(j + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
-      prefetch_key(j + kPrefetchKeys, g);
-      const T* kj = slice(kv.k, j, g);
+      prefetch_head(ahead, g);
+      const T* kj = at(row, g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
         const float* qh = qbuf.data() + h * D;
@@ -168,8 +182,12 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   constexpr int kKeysPerRun = 4;
   for (int j0 = 0; j0 < ctx; j0 += kKeysPerRun) {
     const int j1 = j0 + kKeysPerRun < ctx ? j0 + kKeysPerRun : ctx;
+    const uint8_t* rows[kKeysPerRun];
+    const uint8_t* ahead[kKeysPerRun];
+    for (int jj = j0; jj < j1; ++jj)
+      rows[jj - j0] = key_row(kv.v, jj), ahead[jj - j0] = stream_row(ctx + jj + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
-      for (int jj = j0; jj < j1; ++jj) prefetch_key(ctx + jj + kPrefetchKeys, g);
+      for (int jj = j0; jj < j1; ++jj) prefetch_head(ahead[jj - j0], g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
         float* oh = obuf.data() + h * D;
@@ -177,7 +195,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
         __m256 o[NC];
         for (int c = 0; c < NC; ++c) o[c] = _mm256_loadu_ps(oh + c * 8);
         for (int jj = j0; jj < j1; ++jj) {
-          const T* vj = slice(kv.v, jj, g);
+          const T* vj = at(rows[jj - j0], g);
           __m256 p = _mm256_set1_ps(s[jj] * kv_scale(vj, D));
           for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
         }
