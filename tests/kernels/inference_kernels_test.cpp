@@ -289,7 +289,7 @@ struct PagedSetup {
   }
 };
 
-// head_dim 12 takes the generic path; 32 and 64 the register-blocked ones.
+// head_dim 12 takes the generic path; 32, 64 and 128 the register-blocked ones.
 class PagedAttention : public ::testing::TestWithParam<int> {};
 
 TEST_P(PagedAttention, MatchesNaive) {
@@ -478,7 +478,7 @@ TEST(KvLayout, Int8SliceRoundTrip) {
   for (float v : back) EXPECT_EQ(v, 0.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64));
+INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64, 128));
 
 }  // namespace
 }  // namespace distllm::kernels
