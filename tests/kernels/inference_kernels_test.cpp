@@ -337,10 +337,10 @@ TEST_P(PagedAttention, Avx2MatchesScalarAndRowsAreIndependent) {
   PagedQuery c{q.data(), s.H * s.D, o3.data(), s.H * s.D, rows, first, s.table.data()};
   for (int r = 0; r < rows; ++r) {
     for (int g = 0; g < s.KV; ++g) {
-      avx2::paged_attention_unit(s.kv, a, r, g, g + 1, scratch.data());
-      scalar::paged_attention_unit(s.kv, b, r, g, g + 1, scratch.data());
+      avx2::paged_attention_unit(s.kv, a, r, 1, g, g + 1, scratch.data());
+      scalar::paged_attention_unit(s.kv, b, r, 1, g, g + 1, scratch.data());
     }
-    avx2::paged_attention_unit(s.kv, c, r, 0, s.KV, scratch.data());  // all kv heads in one unit
+    avx2::paged_attention_unit(s.kv, c, r, 1, 0, s.KV, scratch.data());  // all kv heads in one unit
   }
   EXPECT_LT(rel_error(o1, o2), 1e-5);
   // A head's bits do not depend on how many heads its unit takes.
@@ -371,7 +371,7 @@ struct PagedQueries {
     std::vector<float> out(q.size()), scratch(64 * 3);  // rep 3 x up to 23 keys
     PagedQuery pq = into(out);
     for (int r = 0; r < rows; ++r)
-      for (int g = 0; g < s.KV; ++g) unit(kv, pq, r, g, g + 1, scratch.data());
+      for (int g = 0; g < s.KV; ++g) unit(kv, pq, r, 1, g, g + 1, scratch.data());
     return out;
   }
   // Row r alone, in a batch behind another query, gives the bits it gave in `full`.
@@ -454,6 +454,44 @@ TEST_P(PagedAttention, Int8KvMatchesDequantizedValues) {
   // Measured 1.7e-7, 2.1e-7, 2.3e-7.
   EXPECT_LT(rel_error(qs.run_units(q8, avx2::paged_attention_unit), qs.run_units(q8, scalar::paged_attention_unit)),
             1e-6);
+}
+
+// Units of several rows (paged_attention computes prefill chunks in units of 4)
+// give each row the bits a one-row unit gives it, for every K/V dtype and however
+// many keys the rows share; a 20-row query through paged_attention (grouped) gives
+// each row the bits it gets alone.
+TEST_P(PagedAttention, MultiRowUnitsGiveEachRowItsOneRowBits) {
+  PagedSetup s(GetParam());
+  std::vector<uint16_t> kh(s.k.size()), vh(s.v.size());
+  for (size_t i = 0; i < s.k.size(); ++i) kh[i] = f32_to_bf16(s.k[i]), vh[i] = f32_to_bf16(s.v[i]);
+  const size_t slices = s.k.size() / s.D, slice_bytes = kv_head_bytes(DType::kI8, s.D);
+  std::vector<uint8_t> k8(slices * slice_bytes), v8(slices * slice_bytes);
+  for (size_t i = 0; i < slices; ++i) {
+    kv_store_slice(DType::kI8, s.k.data() + i * s.D, s.D, k8.data() + i * slice_bytes);
+    kv_store_slice(DType::kI8, s.v.data() + i * s.D, s.D, v8.data() + i * slice_bytes);
+  }
+  PagedKv bf = s.kv, q8 = s.kv;
+  bf.k = kh.data(), bf.v = vh.data(), bf.dtype = DType::kBF16;
+  q8.k = k8.data(), q8.v = v8.data(), q8.dtype = DType::kI8;
+  const PagedQueries qs(s, 22, 2, 18);  // positions 2..23: every key of the table
+  for (const PagedKv* kv : {&s.kv, &bf, &q8}) {
+    std::vector<std::pair<const char*, decltype(&scalar::paged_attention_unit)>> units = {
+        {"scalar", scalar::paged_attention_unit}};
+    if (cpu_has_avx2()) units.push_back({"avx2", avx2::paged_attention_unit});
+    for (auto [name, unit] : units) {
+      const std::vector<float> one_row = qs.run_units(*kv, unit);
+      // Groups of 1 to 5 rows, starting at every offset modulo 4.
+      for (int n = 1; n <= 5; ++n) {
+        std::vector<float> grouped(qs.q.size()), scratch(5 * 6 * 24);
+        PagedQuery pq = qs.into(grouped);
+        for (int row = 0; row < qs.rows; row += n) unit(*kv, pq, row, std::min(n, qs.rows - row), 0, s.KV, scratch.data());
+        EXPECT_EQ(std::memcmp(one_row.data(), grouped.data(), grouped.size() * sizeof(float)), 0)
+            << name << " " << dtype_short_name(kv->dtype) << " groups of " << n;
+      }
+    }
+    const std::vector<float> full = qs.run(*kv);
+    for (int r : {0, 5, 13, 21}) qs.expect_row_alone_identical(*kv, full, r);
+  }
 }
 
 // Quantizing a slice: the largest magnitude lands on +-127, the others within half

@@ -48,36 +48,52 @@ void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores)
 
 }  // namespace
 
-void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1, float* scores) {
-  for (int g = g0; g < g1; ++g) switch (kv.dtype) {
-      case DType::kBF16: unit<uint16_t>(kv, q, row, g, scores); break;
-      case DType::kI8: unit<int8_t>(kv, q, row, g, scores); break;
-      default: unit<float>(kv, q, row, g, scores); break;
-    }
+void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g0, int g1,
+                          float* scores) {
+  for (int r = row; r < row + n_rows; ++r)
+    for (int g = g0; g < g1; ++g) switch (kv.dtype) {
+        case DType::kBF16: unit<uint16_t>(kv, q, r, g, scores); break;
+        case DType::kI8: unit<int8_t>(kv, q, r, g, scores); break;
+        default: unit<float>(kv, q, r, g, scores); break;
+      }
 }
 
 }  // namespace scalar
 
+namespace {
+// A query of this many rows or more (a prefill chunk) is computed in units of
+// kRowsPerUnit consecutive rows, which read the keys they all see once for all of
+// them (paged_attention_avx2.cpp); shorter ones (decode, speculative checks) one row
+// per unit.
+constexpr int kGroupedQueryRows = 16;
+constexpr int kRowsPerUnit = 4;
+int rows_per_unit(const PagedQuery& q) { return q.n_rows >= kGroupedQueryRows ? kRowsPerUnit : 1; }
+}  // namespace
+
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) {
   DL_CHECK(kv_storage_supports(kv.dtype), "paged attention: K/V dtype %s is not f32, bf16 or int8",
            dtype_short_name(kv.dtype));
-  // Units of (sequence, row, range of kv heads): a unit reads each key's row across
-  // its heads as one run (paged_attention_avx2.cpp), so units take as many heads as
-  // leave about four units per thread (all of them from 8 rows up at 2 threads).
-  int64_t total_rows = 0;
+  // Units of (sequence, group of rows, range of kv heads): a unit reads each key's
+  // row across its heads as one run (paged_attention_avx2.cpp), so units take as
+  // many heads as leave about four units per thread (all of them from 8 groups up at
+  // 2 threads).
+  int64_t total_groups = 0;
   int max_ctx = 0;
   for (const PagedQuery& q : queries) {
-    total_rows += q.n_rows;
+    total_groups += (q.n_rows + rows_per_unit(q) - 1) / rows_per_unit(q);
     max_ctx = std::max(max_ctx, q.first_pos + q.n_rows);
   }
-  if (total_rows == 0) return;
+  if (total_groups == 0) return;
   const int64_t wanted_units = 4 * static_cast<int64_t>(num_threads());
-  const int ranges = static_cast<int>(std::clamp<int64_t>((wanted_units + total_rows - 1) / total_rows, 1, kv.n_kv_head));
+  const int ranges =
+      static_cast<int>(std::clamp<int64_t>((wanted_units + total_groups - 1) / total_groups, 1, kv.n_kv_head));
   const int heads_per_unit = (kv.n_kv_head + ranges - 1) / ranges;
-  const int units_per_row = (kv.n_kv_head + heads_per_unit - 1) / heads_per_unit;
+  const int units_per_group = (kv.n_kv_head + heads_per_unit - 1) / heads_per_unit;
   std::vector<int64_t> first_task(queries.size() + 1, 0);
-  for (size_t s = 0; s < queries.size(); ++s)
-    first_task[s + 1] = first_task[s] + static_cast<int64_t>(queries[s].n_rows) * units_per_row;
+  for (size_t s = 0; s < queries.size(); ++s) {
+    const int groups = (queries[s].n_rows + rows_per_unit(queries[s]) - 1) / rows_per_unit(queries[s]);
+    first_task[s + 1] = first_task[s] + static_cast<int64_t>(groups) * units_per_group;
+  }
   const int rep = kv.n_head / kv.n_kv_head;
   auto unit = use_avx2() ? avx2::paged_attention_unit : scalar::paged_attention_unit;
   // A unit's work grows with its position (it reads every key before it), so under a
@@ -87,14 +103,19 @@ void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) 
   const int64_t tasks = first_task.back();
   std::vector<int64_t> cost_end(static_cast<size_t>(tasks));  // cost of tasks [0, t]
   int64_t cost = 0;
-  for (size_t s = 0, t = 0; s < queries.size(); ++s)
-    for (int row = 0; row < queries[s].n_rows; ++row)
-      for (int u = 0; u < units_per_row; ++u, ++t) cost_end[t] = cost += queries[s].first_pos + row + 1;
+  for (size_t s = 0, t = 0; s < queries.size(); ++s) {
+    const PagedQuery& q = queries[s];
+    for (int row = 0; row < q.n_rows; row += rows_per_unit(q)) {
+      int64_t group_cost = 0;
+      for (int r = row; r < std::min(q.n_rows, row + rows_per_unit(q)); ++r) group_cost += q.first_pos + r + 1;
+      for (int u = 0; u < units_per_group; ++u, ++t) cost_end[t] = cost += group_cost;
+    }
+  }
   const int threads = static_cast<int>(std::min<int64_t>(num_threads(), tasks));
   parallel_chunks(0, threads, [&](int64_t t0, int64_t t1, int) {
     // Per-thread scratch that outlives the call: decode runs this every layer.
     thread_local std::vector<float> scores;
-    const size_t need = static_cast<size_t>(heads_per_unit) * rep * max_ctx;
+    const size_t need = static_cast<size_t>(kRowsPerUnit) * heads_per_unit * rep * max_ctx;
     if (scores.size() < need) scores.resize(need);
     // Thread slots [t0, t1) take the tasks whose cumulative cost falls in their share.
     auto task_at = [&](int64_t slot) {
@@ -107,9 +128,11 @@ void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) 
     size_t s = std::upper_bound(first_task.begin(), first_task.end(), lo) - first_task.begin() - 1;
     for (int64_t t = lo; t < hi; ++t) {
       while (t >= first_task[s + 1]) ++s;
+      const PagedQuery& q = queries[s];
       const int64_t local = t - first_task[s];
-      const int g0 = static_cast<int>(local % units_per_row) * heads_per_unit;
-      unit(kv, queries[s], static_cast<int>(local / units_per_row), g0, std::min(kv.n_kv_head, g0 + heads_per_unit),
+      const int g0 = static_cast<int>(local % units_per_group) * heads_per_unit;
+      const int row = static_cast<int>(local / units_per_group) * rows_per_unit(q);
+      unit(kv, q, row, std::min(rows_per_unit(q), q.n_rows - row), g0, std::min(kv.n_kv_head, g0 + heads_per_unit),
            scores.data());
     }
   });

@@ -76,11 +76,12 @@ inline float kv_scale(const T* slice, int head_dim) {
 // All queries of all sequences, parallel over (sequence, row, range of kv heads).
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries);
 
-// One unit: query row `row` against kv heads [g0, g1). `scores` needs (g1 - g0) *
-// (n_head / n_kv_head) * (position + 1) floats. A head's result does not depend on
-// the range it is computed in.
-#define DISTLLM_PAGED_ATTENTION_KERNELS                                                          \
-  void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,    \
+// One unit: query rows [row, row + n_rows) against kv heads [g0, g1). `scores`
+// needs n_rows * (g1 - g0) * (n_head / n_kv_head) * (position of the last row + 1)
+// floats. A row's and head's result does not depend on the rows and heads it is
+// computed with.
+#define DISTLLM_PAGED_ATTENTION_KERNELS                                                                  \
+  void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g0, int g1, \
                             float* scores);
 
 namespace scalar {

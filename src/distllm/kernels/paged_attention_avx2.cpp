@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -70,26 +71,31 @@ inline void store_out(float* o, int c, __m256 v) {
   }
 }
 
-// One unit: query row `row` against kv heads [g0, g1), head_dim = 8 * NC. Keys are
-// taken four tokens at a time, and for each of those the unit's kv heads in
-// order: a token's K (and V) row holds its kv heads one after another, so a unit
-// of several heads reads each row as one run instead of hopping n_kv_head slices
-// (3 KB at 12 f32 heads of 64) per key, a stride the hardware prefetcher does not
-// follow across pages (batch 16 of a Llama 134M with a bf16 cache: attention 7.8
-// -> 4.7 ms per step; the next keys are prefetched, kPrefetchKeys). Every head's
-// arithmetic is the one-head unit's, in its order: scores for four keys reduced
-// together (the tail one by one), the softmax, values accumulated keys ascending,
-// so the bits do not depend on how many heads a unit takes, nor on the batch.
+// One unit: query rows [row, row + n_rows) against kv heads [g0, g1), head_dim =
+// 8 * NC. Keys are taken four tokens at a time, and for each of those the unit's kv
+// heads in order: a token's K (and V) row holds its kv heads one after another, so
+// a unit of several heads reads each row as one run instead of hopping n_kv_head
+// slices (3 KB at 12 f32 heads of 64) per key, a stride the hardware prefetcher does
+// not follow across pages (batch 16 of a Llama 134M with a bf16 cache: attention
+// 7.8 -> 4.7 ms per step; the next keys are prefetched, kPrefetchKeys). The keys
+// every row of the unit sees are read once for all of them (a prefill's rows
+// otherwise each read all keys before them from L2 again); each row then goes on
+// alone over its own last keys. Every head's and row's arithmetic is the one-head,
+// one-row unit's, in its order: scores for four keys reduced together (the tail
+// one by one), the softmax, values accumulated keys ascending, so the bits do not
+// depend on how many heads or rows a unit takes, nor on the batch.
 template <int NC, typename T>
-void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1, float* scores, float* inv_sum) {
+void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g0, int g1, float* scores,
+                float* inv_sum) {
   constexpr int D = NC * 8;
   static_assert(kInOrder<T> || NC % 2 == 0, "bf16 rows are widened 16 elements at a time");
   constexpr bool scaled = std::is_same_v<T, int8_t>;
   const int rep = kv.n_head / kv.n_kv_head;
   const int heads = (g1 - g0) * rep;
-  const int ctx = q.first_pos + row + 1;
-  const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g0) * rep * D;
-  float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g0) * rep * D;
+  auto ctx_of = [&](int r) { return q.first_pos + row + r + 1; };  // keys row r sees
+  const int ctx_all = ctx_of(0), ctx_max = ctx_of(n_rows - 1);     // seen by every row / the last
+  // Row r's scores for its unit head h: a row of ctx_max floats.
+  auto score_row = [&](int r, int h) { return scores + (static_cast<int64_t>(r) * heads + h) * ctx_max; };
   // A key's K or V row from the unit's first head on: head g's slice is (g - g0)
   // slices further. Looked up once per key (a block-table read and a division),
   // not once per key and head.
@@ -97,38 +103,44 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
   auto key_row = [&](const void* pool, int j) {
     return reinterpret_cast<const uint8_t*>(kv_slice<T>(kv, pool, q.block_table, j, g0));
   };
-  auto at = [&](const uint8_t* row, int g) { return reinterpret_cast<const T*>(row + (g - g0) * slice_bytes); };
-  // The unit's queries in the kernels' lane order, and its output accumulators.
+  auto at = [&](const uint8_t* r, int g) { return reinterpret_cast<const T*>(r + (g - g0) * slice_bytes); };
+  // The unit's queries in the kernels' lane order, and its output accumulators:
+  // row r's head h at (r * heads + h) * D.
   thread_local std::vector<float> qbuf, obuf;
-  if (qbuf.size() < static_cast<size_t>(heads) * D) qbuf.resize(static_cast<size_t>(heads) * D);
-  if (obuf.size() < static_cast<size_t>(heads) * D) obuf.resize(static_cast<size_t>(heads) * D);
-  for (int h = 0; h < heads; ++h)
-    for (int c = 0; c < NC; ++c) {
-      _mm256_storeu_ps(qbuf.data() + h * D + c * 8, load_q<T>(qrow + h * D, c));
-      _mm256_storeu_ps(obuf.data() + h * D + c * 8, _mm256_setzero_ps());
-    }
+  const size_t qo_size = static_cast<size_t>(n_rows) * heads * D;
+  if (qbuf.size() < qo_size) qbuf.resize(qo_size);
+  if (obuf.size() < qo_size) obuf.resize(qo_size);
+  for (int r = 0; r < n_rows; ++r) {
+    const float* qrow = q.q + (row + r) * q.q_row_stride + static_cast<int64_t>(g0) * rep * D;
+    for (int h = 0; h < heads; ++h)
+      for (int c = 0; c < NC; ++c) {
+        _mm256_storeu_ps(qbuf.data() + (r * heads + h) * D + c * 8, load_q<T>(qrow + h * D, c));
+        _mm256_storeu_ps(obuf.data() + (r * heads + h) * D + c * 8, _mm256_setzero_ps());
+      }
+  }
   const __m128 scale = _mm_set1_ps(kv.scale);
   // One prefetch stream over the unit's K rows, then its V rows, kPrefetchKeys
   // ahead of the key being read, into L2: step jp is K row jp, then V row jp - ctx,
-  // null past the end.
-  const bool streaming = q.n_rows < kCachedQueryRows;
+  // null past the end. Only one-row units of short queries stream (decode);
+  // longer queries read keys their own rows just wrote, from cache.
+  const bool streaming = n_rows == 1 && q.n_rows < kCachedQueryRows;
   auto stream_row = [&](int jp) -> const uint8_t* {
     if (!streaming) return nullptr;
-    if (jp < ctx) return key_row(kv.k, jp);
-    return jp - ctx < ctx ? key_row(kv.v, jp - ctx) : nullptr;
+    if (jp < ctx_all) return key_row(kv.k, jp);
+    return jp - ctx_all < ctx_all ? key_row(kv.v, jp - ctx_all) : nullptr;
   };
   // Per head, next to that head's own reads: a whole key row (12 heads, 24 lines
   // at bf16) asked for at once overflowed the line-fill buffers and stalled the
   // unit, which streamed at half the weights' rate.
-  auto prefetch_head = [&](const uint8_t* row, int g) __attribute__((always_inline)) {
-    if (!row) return;
-    const uintptr_t first = reinterpret_cast<uintptr_t>(row + (g - g0) * slice_bytes);
+  auto prefetch_head = [&](const uint8_t* r, int g) __attribute__((always_inline)) {
+    if (!r) return;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(r + (g - g0) * slice_bytes);
     const uintptr_t last = first + static_cast<uintptr_t>(slice_bytes);
     for (uintptr_t a = first & ~uintptr_t{63}; a < last; a += 64)
       _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
   };
-  int j = 0;
-  for (; j + 4 <= ctx; j += 4) {
+  // Scores of keys [j, j + 4) for rows [r0, r1).
+  auto score_quartet = [&](int j, int r0, int r1) __attribute__((always_inline)) {
     const uint8_t* rows[4];
     const uint8_t* ahead[4];
     for (int p = 0; p < 4; ++p) rows[p] = key_row(kv.k, j + p), ahead[p] = stream_row(j + p + kPrefetchKeys);
@@ -140,78 +152,101 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1,
       const T* k3 = at(rows[3], g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
-        const float* qh = qbuf.data() + h * D;
-        __m256 qv = _mm256_loadu_ps(qh);
-        __m256 a0 = _mm256_mul_ps(qv, load_kv(k0, 0)), a1 = _mm256_mul_ps(qv, load_kv(k1, 0));
-        __m256 a2 = _mm256_mul_ps(qv, load_kv(k2, 0)), a3 = _mm256_mul_ps(qv, load_kv(k3, 0));
-        for (int c = 1; c < NC; ++c) {
-          qv = _mm256_loadu_ps(qh + c * 8);
-          a0 = _mm256_fmadd_ps(qv, load_kv(k0, c), a0);
-          a1 = _mm256_fmadd_ps(qv, load_kv(k1, c), a1);
-          a2 = _mm256_fmadd_ps(qv, load_kv(k2, c), a2);
-          a3 = _mm256_fmadd_ps(qv, load_kv(k3, c), a3);
+        for (int r = r0; r < r1; ++r) {
+          const float* qh = qbuf.data() + (r * heads + h) * D;
+          __m256 qv = _mm256_loadu_ps(qh);
+          __m256 a0 = _mm256_mul_ps(qv, load_kv(k0, 0)), a1 = _mm256_mul_ps(qv, load_kv(k1, 0));
+          __m256 a2 = _mm256_mul_ps(qv, load_kv(k2, 0)), a3 = _mm256_mul_ps(qv, load_kv(k3, 0));
+          for (int c = 1; c < NC; ++c) {
+            qv = _mm256_loadu_ps(qh + c * 8);
+            a0 = _mm256_fmadd_ps(qv, load_kv(k0, c), a0);
+            a1 = _mm256_fmadd_ps(qv, load_kv(k1, c), a1);
+            a2 = _mm256_fmadd_ps(qv, load_kv(k2, c), a2);
+            a3 = _mm256_fmadd_ps(qv, load_kv(k3, c), a3);
+          }
+          // Horizontal sums of four vectors at once.
+          __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+          __m256 hs = _mm256_hadd_ps(h01, h23);
+          __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(hs), _mm256_extractf128_ps(hs, 1));
+          if constexpr (scaled) {
+            sum4 = _mm_mul_ps(sum4, _mm_setr_ps(kv_scale(k0, D), kv_scale(k1, D), kv_scale(k2, D), kv_scale(k3, D)));
+          }
+          _mm_storeu_ps(score_row(r, h) + j, _mm_mul_ps(sum4, scale));
         }
-        // Horizontal sums of four vectors at once.
-        __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
-        __m256 hs = _mm256_hadd_ps(h01, h23);
-        __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(hs), _mm256_extractf128_ps(hs, 1));
-        if constexpr (scaled) {
-          sum4 = _mm_mul_ps(sum4, _mm_setr_ps(kv_scale(k0, D), kv_scale(k1, D), kv_scale(k2, D), kv_scale(k3, D)));
-        }
-        _mm_storeu_ps(scores + static_cast<int64_t>(h) * ctx + j, _mm_mul_ps(sum4, scale));
       }
     }
-  }
-  for (; j < ctx; ++j) {
-    const uint8_t* row = key_row(kv.k, j);
+  };
+  // Score of key j alone for row r (a row's last keys past its multiple of four).
+  auto score_one = [&](int j, int r) {
+    const uint8_t* krow = key_row(kv.k, j);
     const uint8_t* ahead = stream_row(j + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
       prefetch_head(ahead, g);
-      const T* kj = at(row, g);
+      const T* kj = at(krow, g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
-        const float* qh = qbuf.data() + h * D;
+        const float* qh = qbuf.data() + (r * heads + h) * D;
         __m256 a = _mm256_mul_ps(_mm256_loadu_ps(qh), load_kv(kj, 0));
         for (int c = 1; c < NC; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + c * 8), load_kv(kj, c), a);
-        scores[static_cast<int64_t>(h) * ctx + j] = simd::hsum(a) * kv_scale(kj, D) * kv.scale;
+        score_row(r, h)[j] = simd::hsum(a) * kv_scale(kj, D) * kv.scale;
       }
     }
-  }
-  // Softmax numerators in place; the normaliser is applied at the end.
-  for (int h = 0; h < heads; ++h) {
-    float* s = scores + static_cast<int64_t>(h) * ctx;
-    inv_sum[h] = 1.0f / exp_minus_max_inplace(s, ctx, max_value(s, ctx));
-  }
-  // Weighted values, keys ascending, a few keys at a time per head with the head's
-  // accumulators in registers (stored between runs: the sums are the same).
+  };
+  // Values of keys [j0, j1) (at most 4) weighted into rows [r0, r1), per head with
+  // its accumulators in registers (stored between runs: the sums are the same).
   constexpr int kKeysPerRun = 4;
-  for (int j0 = 0; j0 < ctx; j0 += kKeysPerRun) {
-    const int j1 = j0 + kKeysPerRun < ctx ? j0 + kKeysPerRun : ctx;
+  auto weigh_values = [&](int j0, int j1, int r0, int r1) __attribute__((always_inline)) {
     const uint8_t* rows[kKeysPerRun];
     const uint8_t* ahead[kKeysPerRun];
+    const int ctx = ctx_all;  // the stream's V part starts after the K rows (one-row units only)
     for (int jj = j0; jj < j1; ++jj)
       rows[jj - j0] = key_row(kv.v, jj), ahead[jj - j0] = stream_row(ctx + jj + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
       for (int jj = j0; jj < j1; ++jj) prefetch_head(ahead[jj - j0], g);
       for (int i = 0; i < rep; ++i) {
         const int h = (g - g0) * rep + i;
-        float* oh = obuf.data() + h * D;
-        const float* s = scores + static_cast<int64_t>(h) * ctx;
-        __m256 o[NC];
-        for (int c = 0; c < NC; ++c) o[c] = _mm256_loadu_ps(oh + c * 8);
-        for (int jj = j0; jj < j1; ++jj) {
-          const T* vj = at(rows[jj - j0], g);
-          __m256 p = _mm256_set1_ps(s[jj] * kv_scale(vj, D));
-          for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
+        for (int r = r0; r < r1; ++r) {
+          float* oh = obuf.data() + (r * heads + h) * D;
+          const float* s = score_row(r, h);
+          __m256 o[NC];
+          for (int c = 0; c < NC; ++c) o[c] = _mm256_loadu_ps(oh + c * 8);
+          for (int jj = j0; jj < j1; ++jj) {
+            const T* vj = at(rows[jj - j0], g);
+            __m256 p = _mm256_set1_ps(s[jj] * kv_scale(vj, D));
+            for (int c = 0; c < NC; ++c) o[c] = _mm256_fmadd_ps(p, load_kv(vj, c), o[c]);
+          }
+          for (int c = 0; c < NC; ++c) _mm256_storeu_ps(oh + c * 8, o[c]);
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(oh + c * 8, o[c]);
       }
     }
+  };
+
+  // Scores: the quartets every row has, once for all rows; then each row's own.
+  const int shared_quartets_end = ctx_all / 4 * 4;
+  for (int j = 0; j < shared_quartets_end; j += 4) score_quartet(j, 0, n_rows);
+  for (int r = 0; r < n_rows; ++r) {
+    int j = shared_quartets_end;
+    for (; j + 4 <= ctx_of(r); j += 4) score_quartet(j, r, r + 1);
+    for (; j < ctx_of(r); ++j) score_one(j, r);
   }
-  for (int h = 0; h < heads; ++h) {
-    __m256 inv = _mm256_set1_ps(inv_sum[h]);
-    for (int c = 0; c < NC; ++c)
-      store_out<T>(orow + h * D, c, _mm256_mul_ps(_mm256_loadu_ps(obuf.data() + h * D + c * 8), inv));
+  // Softmax numerators in place; the normaliser is applied at the end.
+  for (int r = 0; r < n_rows; ++r)
+    for (int h = 0; h < heads; ++h) {
+      float* s = score_row(r, h);
+      inv_sum[r * heads + h] = 1.0f / exp_minus_max_inplace(s, ctx_of(r), max_value(s, ctx_of(r)));
+    }
+  // Values, keys ascending: the keys every row sees for all rows, then each row's.
+  for (int j0 = 0; j0 < ctx_all; j0 += kKeysPerRun) weigh_values(j0, std::min(j0 + kKeysPerRun, ctx_all), 0, n_rows);
+  for (int r = 1; r < n_rows; ++r)
+    for (int j0 = ctx_all; j0 < ctx_of(r); j0 += kKeysPerRun)
+      weigh_values(j0, std::min(j0 + kKeysPerRun, ctx_of(r)), r, r + 1);
+  for (int r = 0; r < n_rows; ++r) {
+    float* orow = q.out + (row + r) * q.out_row_stride + static_cast<int64_t>(g0) * rep * D;
+    for (int h = 0; h < heads; ++h) {
+      __m256 inv = _mm256_set1_ps(inv_sum[r * heads + h]);
+      for (int c = 0; c < NC; ++c)
+        store_out<T>(orow + h * D, c, _mm256_mul_ps(_mm256_loadu_ps(obuf.data() + (r * heads + h) * D + c * 8), inv));
+    }
   }
 }
 
@@ -255,29 +290,32 @@ void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float*
 }
 
 template <typename T>
-void dispatch(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1, float* scores, float* inv_sum) {
+void dispatch(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g0, int g1, float* scores,
+              float* inv_sum) {
   switch (kv.head_dim) {
-    case 32: unit_fixed<4, T>(kv, q, row, g0, g1, scores, inv_sum); return;
-    case 64: unit_fixed<8, T>(kv, q, row, g0, g1, scores, inv_sum); return;
-    case 80: unit_fixed<10, T>(kv, q, row, g0, g1, scores, inv_sum); return;
-    case 96: unit_fixed<12, T>(kv, q, row, g0, g1, scores, inv_sum); return;
-    case 128: unit_fixed<16, T>(kv, q, row, g0, g1, scores, inv_sum); return;
+    case 32: unit_fixed<4, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
+    case 64: unit_fixed<8, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
+    case 80: unit_fixed<10, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
+    case 96: unit_fixed<12, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
+    case 128: unit_fixed<16, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
     default:
-      for (int g = g0; g < g1; ++g) unit_generic<T>(kv, q, row, g, scores, inv_sum);
+      for (int r = row; r < row + n_rows; ++r)
+        for (int g = g0; g < g1; ++g) unit_generic<T>(kv, q, r, g, scores, inv_sum);
       return;
   }
 }
 
 }  // namespace
 
-void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int g0, int g1, float* scores) {
+void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g0, int g1,
+                          float* scores) {
   const int heads = (g1 - g0) * (kv.n_head / kv.n_kv_head);
   thread_local std::vector<float> inv_sum;
-  if (inv_sum.size() < static_cast<size_t>(heads)) inv_sum.resize(heads);
+  if (inv_sum.size() < static_cast<size_t>(n_rows) * heads) inv_sum.resize(static_cast<size_t>(n_rows) * heads);
   switch (kv.dtype) {
-    case DType::kBF16: dispatch<uint16_t>(kv, q, row, g0, g1, scores, inv_sum.data()); return;
-    case DType::kI8: dispatch<int8_t>(kv, q, row, g0, g1, scores, inv_sum.data()); return;
-    default: dispatch<float>(kv, q, row, g0, g1, scores, inv_sum.data()); return;
+    case DType::kBF16: dispatch<uint16_t>(kv, q, row, n_rows, g0, g1, scores, inv_sum.data()); return;
+    case DType::kI8: dispatch<int8_t>(kv, q, row, n_rows, g0, g1, scores, inv_sum.data()); return;
+    default: dispatch<float>(kv, q, row, n_rows, g0, g1, scores, inv_sum.data()); return;
   }
 }
 
