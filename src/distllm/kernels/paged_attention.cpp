@@ -61,13 +61,11 @@ void paged_attention_unit(const PagedKv& kv, const PagedQuery& q, int row, int n
 }  // namespace scalar
 
 namespace {
-// A query of this many rows or more (a prefill chunk) is computed in units of
-// kRowsPerUnit consecutive rows, which read the keys they all see once for all of
-// them (paged_attention_avx2.cpp); shorter ones (decode, speculative checks) one row
-// per unit.
-constexpr int kGroupedQueryRows = 16;
+// A prefill chunk is computed in units of kRowsPerUnit consecutive rows, which read
+// the keys they all see once for all of them (paged_attention_avx2.cpp); shorter
+// queries (decode, speculative checks) one row per unit.
 constexpr int kRowsPerUnit = 4;
-int rows_per_unit(const PagedQuery& q) { return q.n_rows >= kGroupedQueryRows ? kRowsPerUnit : 1; }
+int rows_per_unit(const PagedQuery& q) { return q.n_rows >= kPrefillQueryRows ? kRowsPerUnit : 1; }
 }  // namespace
 
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) {

@@ -73,6 +73,11 @@ inline float kv_scale(const T* slice, int head_dim) {
   }
 }
 
+// A query of this many rows or more is a prefill chunk: its rows read keys they
+// just wrote (in cache, so not prefetched), and paged_attention computes it in units
+// of several rows.
+inline constexpr int kPrefillQueryRows = 16;
+
 // All queries of all sequences, parallel over (sequence, row, range of kv heads).
 void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries);
 

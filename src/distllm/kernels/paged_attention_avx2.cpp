@@ -16,9 +16,6 @@ namespace {
 // with a bf16 cache, attention per step at batch 1 0.48 -> 0.25 ms, batch 8 2.33 ->
 // 2.2 ms (one block of 16 keys ahead; 8, 32 and 64 measured no better).
 constexpr int kPrefetchKeys = 16;
-// A query of this many rows or more (a prefill chunk) reads keys its own rows just
-// wrote, and every row reads the same ones: they are in cache, so no prefetching.
-constexpr int kCachedQueryRows = 16;
 
 // Vector c (8 elements) of a K/V row of head_dim = 8 * NC, as f32. f32 and int8:
 // elements [8c, 8c + 8) (int8 sign-extended and converted, unscaled: the callers
@@ -123,7 +120,7 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int
   // ahead of the key being read, into L2: step jp is K row jp, then V row jp - ctx,
   // null past the end. Only one-row units of short queries stream (decode);
   // longer queries read keys their own rows just wrote, from cache.
-  const bool streaming = n_rows == 1 && q.n_rows < kCachedQueryRows;
+  const bool streaming = n_rows == 1 && q.n_rows < kPrefillQueryRows;
   auto stream_row = [&](int jp) -> const uint8_t* {
     if (!streaming) return nullptr;
     if (jp < ctx_all) return key_row(kv.k, jp);
