@@ -458,7 +458,7 @@ TEST_P(PagedAttention, Int8KvMatchesDequantizedValues) {
 
 // Units of several rows (paged_attention computes prefill chunks in units of 4)
 // give each row the bits a one-row unit gives it, for every K/V dtype and however
-// many keys the rows share; a 20-row query through paged_attention (grouped) gives
+// many keys the rows share; a 22-row query through paged_attention (grouped) gives
 // each row the bits it gets alone.
 TEST_P(PagedAttention, MultiRowUnitsGiveEachRowItsOneRowBits) {
   PagedSetup s(GetParam());
