@@ -289,6 +289,30 @@ struct PagedSetup {
   }
 };
 
+// A PagedSetup's K and V pools stored as `dtype` slices (kv_layout.h), and the f32
+// values those slices load back as: `stored` reads the slices, `loaded_back` the
+// f32 copies (bf16: the rounded values; int8: the dequantized ones).
+struct StoredPools {
+  std::vector<uint8_t> k, v;
+  std::vector<float> k_back, v_back;
+  PagedKv stored, loaded_back;
+  StoredPools(const PagedSetup& s, DType dtype) : k_back(s.k.size()), v_back(s.v.size()) {
+    const size_t slices = s.k.size() / s.D, slice_bytes = kv_head_bytes(dtype, s.D);
+    k.resize(slices * slice_bytes), v.resize(slices * slice_bytes);
+    for (size_t i = 0; i < slices; ++i) {
+      kv_store_slice(dtype, s.k.data() + i * s.D, s.D, k.data() + i * slice_bytes);
+      kv_store_slice(dtype, s.v.data() + i * s.D, s.D, v.data() + i * slice_bytes);
+      kv_load_slice(dtype, k.data() + i * slice_bytes, s.D, k_back.data() + i * s.D);
+      kv_load_slice(dtype, v.data() + i * slice_bytes, s.D, v_back.data() + i * s.D);
+    }
+    stored = loaded_back = s.kv;
+    stored.k = k.data(), stored.v = v.data(), stored.dtype = dtype;
+    loaded_back.k = k_back.data(), loaded_back.v = v_back.data();
+  }
+  StoredPools(const StoredPools&) = delete;  // `stored` and `loaded_back` point into it
+  StoredPools& operator=(const StoredPools&) = delete;
+};
+
 // head_dim 12 takes the generic path; 32, 64 and 128 the register-blocked ones.
 class PagedAttention : public ::testing::TestWithParam<int> {};
 
@@ -390,13 +414,8 @@ struct PagedQueries {
 // rounding moves the output by a bounded amount.
 TEST_P(PagedAttention, Bf16KvEqualsF32OfRoundedValues) {
   PagedSetup s(GetParam());
-  std::vector<uint16_t> kh(s.k.size()), vh(s.v.size());
-  std::vector<float> kr(s.k.size()), vr(s.v.size());
-  for (size_t i = 0; i < s.k.size(); ++i) kr[i] = bf16_to_f32(kh[i] = f32_to_bf16(s.k[i]));
-  for (size_t i = 0; i < s.v.size(); ++i) vr[i] = bf16_to_f32(vh[i] = f32_to_bf16(s.v[i]));
-  PagedKv bf = s.kv, rounded = s.kv;
-  bf.k = kh.data(), bf.v = vh.data(), bf.dtype = DType::kBF16;
-  rounded.k = kr.data(), rounded.v = vr.data();
+  const StoredPools pools(s, DType::kBF16);
+  const PagedKv &bf = pools.stored, &rounded = pools.loaded_back;
   const PagedQueries qs(s, 5, 17, 14);
   const std::vector<float> out_bf = qs.run(bf), out_rounded = qs.run(rounded), out_f32 = qs.run(s.kv);
   if (GetParam() % 16 != 0 || !cpu_has_avx2()) {
@@ -426,18 +445,8 @@ TEST_P(PagedAttention, Bf16KvEqualsF32OfRoundedValues) {
 // output by a bounded amount.
 TEST_P(PagedAttention, Int8KvMatchesDequantizedValues) {
   PagedSetup s(GetParam());
-  const size_t slices = s.k.size() / s.D, slice_bytes = kv_head_bytes(DType::kI8, s.D);
-  std::vector<uint8_t> k8(slices * slice_bytes), v8(slices * slice_bytes);
-  std::vector<float> kd(s.k.size()), vd(s.v.size());
-  for (size_t i = 0; i < slices; ++i) {
-    kv_store_slice(DType::kI8, s.k.data() + i * s.D, s.D, k8.data() + i * slice_bytes);
-    kv_store_slice(DType::kI8, s.v.data() + i * s.D, s.D, v8.data() + i * slice_bytes);
-    kv_load_slice(DType::kI8, k8.data() + i * slice_bytes, s.D, kd.data() + i * s.D);
-    kv_load_slice(DType::kI8, v8.data() + i * slice_bytes, s.D, vd.data() + i * s.D);
-  }
-  PagedKv q8 = s.kv, dequantized = s.kv;
-  q8.k = k8.data(), q8.v = v8.data(), q8.dtype = DType::kI8;
-  dequantized.k = kd.data(), dequantized.v = vd.data();
+  const StoredPools pools(s, DType::kI8);
+  const PagedKv &q8 = pools.stored, &dequantized = pools.loaded_back;
   const PagedQueries qs(s, 5, 17, 15);
   const std::vector<float> out_q8 = qs.run(q8);
   // Measured 0 (generic path: it dequantizes the row first), 1.6e-7 (head_dim 32,
@@ -462,19 +471,10 @@ TEST_P(PagedAttention, Int8KvMatchesDequantizedValues) {
 // each row the bits it gets alone.
 TEST_P(PagedAttention, MultiRowUnitsGiveEachRowItsOneRowBits) {
   PagedSetup s(GetParam());
-  std::vector<uint16_t> kh(s.k.size()), vh(s.v.size());
-  for (size_t i = 0; i < s.k.size(); ++i) kh[i] = f32_to_bf16(s.k[i]), vh[i] = f32_to_bf16(s.v[i]);
-  const size_t slices = s.k.size() / s.D, slice_bytes = kv_head_bytes(DType::kI8, s.D);
-  std::vector<uint8_t> k8(slices * slice_bytes), v8(slices * slice_bytes);
-  for (size_t i = 0; i < slices; ++i) {
-    kv_store_slice(DType::kI8, s.k.data() + i * s.D, s.D, k8.data() + i * slice_bytes);
-    kv_store_slice(DType::kI8, s.v.data() + i * s.D, s.D, v8.data() + i * slice_bytes);
-  }
-  PagedKv bf = s.kv, q8 = s.kv;
-  bf.k = kh.data(), bf.v = vh.data(), bf.dtype = DType::kBF16;
-  q8.k = k8.data(), q8.v = v8.data(), q8.dtype = DType::kI8;
+  const StoredPools bf16_pools(s, DType::kBF16), int8_pools(s, DType::kI8);
+  const PagedKv &bf = bf16_pools.stored, &q8 = int8_pools.stored;
   const PagedQueries qs(s, 22, 2, 18);  // positions 2..23: every key of the table
-  for (const PagedKv* kv : {&s.kv, &bf, &q8}) {
+  for (const PagedKv* kv : std::initializer_list<const PagedKv*>{&s.kv, &bf, &q8}) {
     std::vector<std::pair<const char*, decltype(&scalar::paged_attention_unit)>> units = {
         {"scalar", scalar::paged_attention_unit}};
     if (cpu_has_avx2()) units.push_back({"avx2", avx2::paged_attention_unit});
@@ -514,6 +514,21 @@ TEST(KvLayout, Int8SliceRoundTrip) {
   EXPECT_EQ(kv_slice_scale(q, D), 0.0f);
   kv_load_slice(DType::kI8, slice.data(), D, back.data());
   for (float v : back) EXPECT_EQ(v, 0.0f);
+}
+
+// A bf16 slice is the project's one codec (tensor/dtype.h): each value rounded to
+// nearest even, and read back exactly.
+TEST(KvLayout, Bf16SliceIsTheBf16Codec) {
+  const int D = 13;
+  std::vector<float> x = random_vector(D, 17), back(D);
+  std::vector<uint16_t> slice(D);
+  ASSERT_EQ(kv_head_bytes(DType::kBF16, D), slice.size() * sizeof(uint16_t));
+  kv_store_slice(DType::kBF16, x.data(), D, slice.data());
+  kv_load_slice(DType::kBF16, slice.data(), D, back.data());
+  for (int i = 0; i < D; ++i) {
+    EXPECT_EQ(slice[i], f32_to_bf16(x[i])) << i;
+    EXPECT_EQ(back[i], bf16_to_f32(slice[i])) << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64, 128));
