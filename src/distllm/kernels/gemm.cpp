@@ -267,9 +267,13 @@ void gemm_driver(const Config& cfg, Trans trans_a, Trans trans_b, int64_t M, int
   const bool ta = trans_a == Trans::kT, tb = trans_b == Trans::kT;
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;  // units of micro-tiles
 
-  // 2-D grid tm x tn of per-thread tiles. Each thread packs its own A rows (once
-  // per NC block) and B columns, so the cost model is the padded tile's FMAs plus
-  // its packing.
+  // 2-D grid tm x tn of per-thread tiles. Each thread packs its own A rows and B
+  // columns, so the cost model is the padded tile's FMAs plus its packing. Its A
+  // term still counts A once per NC block, as gemm_tile packed it before A was
+  // kept for a whole KC slice. A model with today's counts (A once per slice, B
+  // once per chunk of packed A rows, transposing packs 1.3x a copy, from perf)
+  // moves several training shapes to the other split, and measured the same:
+  // 7 alternating pairs of `bench train`, 5 of `bench gemm` (2026-12-03, Xeon VM).
   int threads = in_parallel_region() ? 1 : num_threads();
   if (static_cast<double>(M) * N * K < 64.0 * 64 * 64) threads = 1;
   threads = static_cast<int>(std::min<int64_t>(threads, mu * nu));
