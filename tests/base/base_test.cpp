@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/base/error.h"
@@ -102,6 +105,36 @@ TEST(Parallel, ForCoversRangeOnce) {
     for (int h : chunk_hits) EXPECT_EQ(h, 1);
   }
   set_num_threads(saved);
+}
+
+// Members of a team run at once: a barrier among them completes, every rank in
+// [0, size) runs exactly once, and size never exceeds what was asked.
+TEST(Parallel, TeamMembersMeetAtABarrier) {
+  for (int threads : {1, 2, 3, 4}) {
+    std::vector<int> ranks(static_cast<size_t>(threads), 0);
+    std::atomic<int> seen_size{0}, before{0}, after_saw_all{0};
+    std::optional<TeamBarrier> meet;
+    parallel_team(threads, [&](int rank, int size) {
+      ASSERT_LE(size, threads);
+#pragma omp single
+      meet.emplace(size);  // an implied barrier ends `single`: all see it built
+      ranks[static_cast<size_t>(rank)]++;
+      seen_size = size;
+      before++;
+      meet->arrive_and_wait();
+      if (before.load() == size) after_saw_all++;
+      meet->arrive_and_wait();  // a second phase reuses it
+      before--;
+      meet->arrive_and_wait();
+      if (before.load() == 0) after_saw_all++;
+    });
+    const int size = seen_size.load();
+    ASSERT_GE(size, 1);
+    EXPECT_EQ(after_saw_all.load(), 2 * size);
+    for (int r = 0; r < threads; ++r) EXPECT_EQ(ranks[static_cast<size_t>(r)], r < size ? 1 : 0);
+  }
+  EXPECT_EQ(team_rank(), 0);
+  EXPECT_EQ(team_size(), 1);
 }
 
 TEST(Parallel, TransientThreadReturnsAndRethrows) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,48 @@ TEST(Gemm, TallTileRepacksAInRowBlocks) {
     set_isa_cap(isa);
     for (Trans ta : kOps) check_case({ta, Trans::kN, 8300, 600, 600, 0, 0, 3, 1.0f, 0.5f}, 13);
   }
+  set_num_threads(threads);
+}
+
+// 1 to 4 threads (oversubscribed where there are fewer cores): grids 1 x t, 2 x 2
+// and t x 1, whose rows share their packed A, split into parts that may be empty
+// (fewer panels than threads), over several KC slices and chunks of packed rows.
+// Every element is one thread's sum in one k order whatever the grid, so each
+// thread count must give the 1-thread result bit for bit (checked against OpenBLAS
+// once). ctest runs it again as GemmSmallerTeam with OMP_THREAD_LIMIT=2: a team of 3
+// or 4 is then refused and the members run several tiles each, sharing nothing
+// (OpenBLAS is not called then: it spins forever on a refused team).
+TEST(Gemm, ThreadGridsMatchOneThreadBitwise) {
+  IsaCapReset reset;
+  set_isa_cap(best_isa());
+  const int threads = num_threads();
+  const bool limited = std::getenv("OMP_THREAD_LIMIT") != nullptr;
+  if (limited) {
+    int granted = 0;
+    parallel_team(4, [&](int, int size) { granted = size; });
+    EXPECT_LT(granted, 4) << "OMP_THREAD_LIMIT should shrink the team";
+  }
+  const int64_t shapes[][3] = {{5, 200, 70}, {30, 1000, 40}, {700, 130, 1100}, {4100, 100, 530}};
+  uint64_t seed = 14;
+  for (auto& s : shapes)
+    for (Trans ta : kOps)
+      for (Trans tb : kOps) {
+        const Case c{ta, tb, s[0], s[1], s[2], 0, 0, 1, 1.0f, 0.5f};
+        set_num_threads(1);
+        if (!limited) check_case(c, seed);
+        testing::Operands op = testing::make_operands(c, seed++);
+        const std::vector<float> start = op.out;
+        sgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, op.A.data(), op.lda, op.B.data(), op.ldb, c.beta, op.out.data(),
+              op.ldc);
+        const std::vector<float> one_thread = op.out;
+        for (int t : {2, 3, 4}) {
+          set_num_threads(t);
+          op.out = start;
+          sgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, op.A.data(), op.lda, op.B.data(), op.ldb, c.beta,
+                op.out.data(), op.ldc);
+          EXPECT_TRUE(op.out == one_thread) << describe(c) << " with " << t << " threads";
+        }
+      }
   set_num_threads(threads);
 }
 

@@ -2,6 +2,7 @@
 // thread pool; `set_num_threads` sizes both.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -54,6 +55,43 @@ void parallel_chunks(int64_t begin, int64_t end, Fn&& fn) {
     fn(lo, hi, t);
   }
 }
+
+// The calling thread's place in the innermost parallel region: its index and the
+// region's thread count (0 and 1 outside any region).
+int team_rank();
+int team_size();
+
+// Calls fn(rank, size) once on every thread of one team that runs all at once, so
+// its members may wait for one another (TeamBarrier), which parallel_chunks does
+// not promise (its chunks may share a thread). size is the team the runtime granted:
+// at most `threads`, possibly fewer, and the caller must cope with either.
+template <typename Fn>
+void parallel_team(int threads, Fn&& fn) {
+  if (threads <= 1) {
+    fn(0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  fn(team_rank(), team_size());
+}
+
+// A barrier for members of a parallel_team (or any threads that run at once). It
+// spins first: a futex wake-up reaches a sleeping vCPU tens of microseconds late,
+// which the GEMM driver's barriers would pay several times a product. Then it
+// yields, for teams larger than the cores (tests oversubscribe).
+class TeamBarrier {
+ public:
+  explicit TeamBarrier(int parties) : parties_(parties) {}
+  TeamBarrier(const TeamBarrier&) = delete;
+  TeamBarrier& operator=(const TeamBarrier&) = delete;
+  // Returns once all `parties` threads have called it in this phase.
+  void arrive_and_wait();
+
+ private:
+  const int parties_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint32_t> phase_{0};
+};
 
 // Runs fn() on a new thread, waits for it, and returns its result (rethrowing what
 // it threw). OpenMP keeps a pool of worker threads for every thread that opens a

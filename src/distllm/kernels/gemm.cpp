@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <new>
+#include <vector>
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/error.h"
@@ -184,10 +186,23 @@ void pack_b(float* dst, const float* B, int64_t ldb, bool trans, int64_t k0, int
 // product.
 constexpr int64_t kPackedABytes = 8 << 20;
 
-// One thread's share: C[m0:m1, n0:n1], all of K.
+// Threads whose tiles cover the same rows of C (one row of the thread grid) pack
+// those rows of A once between them, into the first member's buffer: each packs
+// its `part` of the rows, and the group meets at its barrier before packing (all
+// are done with the previous slice) and after (all parts are there). Packing is
+// bound by how fast a core reads A from L3 (~10 GB/s on the Xeon VM): with each
+// thread packing all of A, A's packing was 5% of a 2-thread 2048^3 product's
+// samples in perf, and 2.3% shared (docs/benchmarks.md, "GEMM").
+struct SharedA {
+  TeamBarrier* barrier;
+  float** buffer;  // the first member's, set before its first arrival
+  int part, parts;
+};
+
+// One thread's share: C[m0:m1, n0:n1], all of K. `share` null: A packed alone.
 void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K,
                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-               int64_t ldc) {
+               int64_t ldc, const SharedA* share) {
   const GemmBlocking b = cfg.blk;
   const int MR = b.mr, NR = b.nr;
   thread_local PackBuffer abuf, bbuf;
@@ -196,7 +211,9 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
   // Rows of A packed at once: the tile's, up to kPackedABytes, in whole MC blocks.
   const int64_t rows_cap = std::max<int64_t>(b.mc, kPackedABytes / (kc_max * 4) / b.mc * b.mc);
   const int64_t rows_max = std::min<int64_t>(rows_cap, (m1 - m0 + MR - 1) / MR * MR);
-  float* ap = abuf.get(static_cast<size_t>(rows_max) * kc_max);
+  float* ap = nullptr;
+  if (!share || share->part == 0) ap = abuf.get(static_cast<size_t>(rows_max) * kc_max);
+  if (share && share->part == 0) *share->buffer = ap;
   float* bp = bbuf.get(static_cast<size_t>(b.nc) * kc_max);
   alignas(64) float edge[16 * 64];  // MR x NR scratch for partial tiles
   for (int64_t pc = 0; pc < K; pc += b.kc) {
@@ -205,10 +222,24 @@ void gemm_tile(const Config& cfg, bool ta, bool tb, int64_t m0, int64_t m1, int6
     const float beta_k = pc == 0 ? beta : 1.0f;
     for (int64_t ma = m0; ma < m1; ma += rows_max) {
       const int64_t rows = std::min<int64_t>(rows_max, m1 - ma);
-      if (cfg.pack_a)
-        cfg.pack_a(ap, A, lda, ta, ma, rows, pc, kc);
-      else
-        pack_a(ap, A, lda, ta, ma, rows, pc, kc, MR);
+      // Rows [lo, hi) of this chunk, whole panels (the last one zero-padded).
+      auto pack_rows = [&](int64_t lo, int64_t hi) {
+        if (lo >= hi) return;
+        if (cfg.pack_a)
+          cfg.pack_a(ap + lo * kd, A, lda, ta, ma + lo, hi - lo, pc, kc);
+        else
+          pack_a(ap + lo * kd, A, lda, ta, ma + lo, hi - lo, pc, kc, MR);
+      };
+      if (share) {
+        share->barrier->arrive_and_wait();
+        ap = *share->buffer;
+        const int64_t panels = (rows + MR - 1) / MR;
+        pack_rows(std::min(rows, panels * share->part / share->parts * MR),
+                  std::min(rows, panels * (share->part + 1) / share->parts * MR));
+        share->barrier->arrive_and_wait();
+      } else {
+        pack_rows(0, rows);
+      }
       for (int64_t jc = n0; jc < n1; jc += b.nc) {
         const int64_t nc = std::min<int64_t>(b.nc, n1 - jc);
         if (cfg.pack_b)
@@ -267,13 +298,9 @@ void gemm_driver(const Config& cfg, Trans trans_a, Trans trans_b, int64_t M, int
   const bool ta = trans_a == Trans::kT, tb = trans_b == Trans::kT;
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;  // units of micro-tiles
 
-  // 2-D grid tm x tn of per-thread tiles. Each thread packs its own A rows and B
-  // columns, so the cost model is the padded tile's FMAs plus its packing. Its A
-  // term still counts A once per NC block, as gemm_tile packed it before A was
-  // kept for a whole KC slice. A model with today's counts (A once per slice, B
-  // once per chunk of packed A rows, transposing packs 1.3x a copy, from perf)
-  // moves several training shapes to the other split, and measured the same:
-  // 7 alternating pairs of `bench train`, 5 of `bench gemm` (2026-12-03, Xeon VM).
+  // 2-D grid tm x tn of per-thread tiles. The cost model is the padded tile's FMAs
+  // plus its packing: each thread packs its B columns, and 1/tn of its A rows (the
+  // row's tn threads share them, SharedA), both once per KC slice.
   int threads = in_parallel_region() ? 1 : num_threads();
   if (static_cast<double>(M) * N * K < 64.0 * 64 * 64) threads = 1;
   threads = static_cast<int>(std::min<int64_t>(threads, mu * nu));
@@ -284,21 +311,33 @@ void gemm_driver(const Config& cfg, Trans trans_a, Trans trans_b, int64_t M, int
     int tn = threads / tm;
     if (tm > mu || tn > nu) continue;
     double mt = static_cast<double>((mu + tm - 1) / tm) * MR, nt = static_cast<double>((nu + tn - 1) / tn) * NR;
-    double cost = mt * nt + 8.0 * (mt * ((nt + cfg.blk.nc - 1) / cfg.blk.nc) + nt);
+    double cost = mt * nt + 8.0 * (mt / tn + nt);
     if (best_cost < 0 || cost < best_cost) best_cost = cost, best_tm = tm;
   }
   const int tm = best_tm, tn = threads / tm;
   if (threads == 1) {
-    gemm_tile(cfg, ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_tile(cfg, ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
     return;
   }
-  parallel_chunks(0, threads, [&](int64_t lo, int64_t hi, int) {
-    for (int64_t t = lo; t < hi; ++t) {
-      int64_t r = t / tn, c = t % tn;
-      int64_t m0 = std::min(M, mu * r / tm * MR), m1 = std::min(M, mu * (r + 1) / tm * MR);
-      int64_t n0 = std::min(N, nu * c / tn * NR), n1 = std::min(N, nu * (c + 1) / tn * NR);
-      if (m0 < m1 && n0 < n1)
-        gemm_tile(cfg, ta, tb, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  std::deque<TeamBarrier> row_barriers;  // one per row of the grid
+  for (int r = 0; r < tm; ++r) row_barriers.emplace_back(tn);
+  std::vector<float*> row_buffers(static_cast<size_t>(tm), nullptr);
+  auto tile = [&](int64_t t, bool shared) {
+    const int64_t r = t / tn, c = t % tn;
+    const int64_t m0 = std::min(M, mu * r / tm * MR), m1 = std::min(M, mu * (r + 1) / tm * MR);
+    const int64_t n0 = std::min(N, nu * c / tn * NR), n1 = std::min(N, nu * (c + 1) / tn * NR);
+    const SharedA share{&row_barriers[static_cast<size_t>(r)], &row_buffers[static_cast<size_t>(r)],
+                        static_cast<int>(c), tn};
+    // A sharing member joins its row's packing even with no columns of its own.
+    if (m0 < m1 && (n0 < n1 || (shared && tn > 1)))
+      gemm_tile(cfg, ta, tb, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                shared && tn > 1 ? &share : nullptr);
+  };
+  parallel_team(threads, [&](int rank, int size) {
+    if (size == threads) {
+      tile(rank, true);
+    } else {  // a smaller team than asked: members must not wait for absent ones
+      for (int64_t t = rank; t < threads; t += size) tile(t, false);
     }
   });
 }
