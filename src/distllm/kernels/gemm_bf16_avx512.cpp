@@ -59,13 +59,14 @@ inline void pack_rows_transposed(const float* s, int64_t lds, int rows, int kcou
 }  // namespace
 
 void gemm_kernel(int64_t kd, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta) {
+  static_assert(kNR == 32, "prefetch_b_row reads 32-wide rows");
   constexpr int MR = kMR;
   __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kd; ++p) {
     const __m512bh b0 = as_bh(_mm512_load_ps(b)), b1 = as_bh(_mm512_load_ps(b + 16));
-    _mm_prefetch(reinterpret_cast<const char*>(a + 16 * MR), _MM_HINT_T0);  // A streams from L2
+    avx512::prefetch_b_row(b);  // A stays in L1; B streams from L2
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512bh ai = as_bh(_mm512_set1_ps(a[i]));  // the pair word, bits unchanged
