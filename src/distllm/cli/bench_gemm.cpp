@@ -80,8 +80,8 @@ int run_bench_gemm(Args& args) {
   const kernels::GemmBlocking blk = bf16 ? kernels::gemm_bf16_blocking() : kernels::gemm_blocking();
   std::printf("threads: %d, isa: %s (best %s), micro-kernel %dx%d, KC=%d MC=%d NC=%d\n", num_threads(),
               isa_name(active_isa()), isa_name(best_isa()), blk.mr, blk.nr, blk.kc, blk.mc, blk.nc);
-  std::printf("FMA peak (%s, %d threads): %.1f GFLOP/s; median of %lld runs\n", isa_name(best_isa()),
-              num_threads(), fma_peak, static_cast<long long>(repeat));
+  std::printf("FMA peak (%s, %d threads): %.1f GFLOP/s; each product: median of %lld runs\n",
+              isa_name(best_isa()), num_threads(), fma_peak, static_cast<long long>(repeat));
   if (bf16) std::printf("bf16 dot-product peak (vdpbf16ps, %d threads): %.1f GFLOP/s\n", num_threads(), ours_peak);
   std::printf("\n%-16s %2s %6s %6s %6s %12s %12s %7s %8s %8s\n", "product", "op", "M", "N", "K",
               bf16 ? "bf16 GF/s" : "ours GF/s", bf16 ? "f32 (ours)" : "OpenBLAS", "ratio", "ours%pk",
