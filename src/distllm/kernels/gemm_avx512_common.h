@@ -48,8 +48,8 @@ inline void transpose16x16(const __m512 r[16], __m512 out[16]) {
 
 // Both cache lines of the B panel's 32-wide row kPrefetchRows rows past `b`, into L1.
 // B's KC x NC slice streams from L2 through the micro-kernel (gemm.cpp); the
-// hardware prefetchers alone left the micro-kernel waiting on L2, and prefetching
-// one of the row's two lines (the earlier code) only half the time. Both lines,
+// hardware prefetchers alone left the micro-kernel waiting on L2, and the earlier
+// code prefetched only one of each row's two lines. Both lines,
 // 12 rows ahead: +5-6% on 2-thread 2048^3 while a neighbour loads the caches,
 // +1% when quiet (docs/benchmarks.md, "GEMM"); 8, 16 and 24 rows measured alike.
 inline constexpr int kPrefetchRows = 12;
