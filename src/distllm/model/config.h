@@ -1,13 +1,14 @@
-// Model hyper-parameters for the two supported families.
-//
-//   gpt2:  LayerNorm, GELU MLP (4x), learned positions, biases, tied embeddings
-//   llama: RMSNorm, RoPE, SwiGLU MLP, grouped-query attention, no biases,
-//          untied embeddings (tie_word_embeddings may turn tying on)
+// Model hyper-parameters. What differs between families (their config.json
+// fields, defaults, tensors and blocks) is in model/families/, one file each
+// (family.h); this struct holds the sizes every family shares, and block() says
+// what the family's decoder block is made of.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
+
+#include "distllm/model/block_spec.h"
 
 namespace distllm {
 
@@ -30,13 +31,15 @@ struct ModelConfig {
   // Derived sizes (valid after normalize()).
   int attn_dim() const { return n_head * head_dim; }                     // width of q and attention output
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim; }     // fused q|k|v row
-  int mlp_in_dim() const { return family == ModelFamily::kGpt2 ? intermediate_size : 2 * intermediate_size; }
+  int mlp_in_dim() const { return block().gated_mlp() ? 2 * intermediate_size : intermediate_size; }
   int mlp_act_dim() const { return intermediate_size; }
   bool is_gpt2() const { return family == ModelFamily::kGpt2; }
-  std::string family_name() const { return is_gpt2() ? "gpt2" : "llama"; }
+  std::string family_name() const;  // the Hugging Face model_type
+  // The family's block (family.h): norm, MLP, positions, matrix storage.
+  BlockSpec block() const;
 
-  // Fills derived defaults (head_dim, intermediate_size, gpt2's n_kv_head) and then
-  // validates; throws distllm::Error naming the offending field.
+  // Fills derived defaults (head_dim, and the family's: intermediate_size, gpt2's
+  // n_kv_head) and then validates; throws distllm::Error naming the offending field.
   void normalize();
   void validate() const;
 
@@ -44,8 +47,9 @@ struct ModelConfig {
   static ModelConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
 
-  // Hugging Face config.json (model_type gpt2 or llama). Unknown keys are ignored;
-  // missing required keys are named in the error, with `origin` (the file path).
+  // Hugging Face config.json (a model_type of a registered family). Keys no family
+  // uses are ignored; missing required keys, and keys whose feature is not
+  // implemented, are named in the error, with `origin` (the file path).
   static ModelConfig from_hf_json(const nlohmann::json& j, const std::string& origin);
   nlohmann::json to_hf_json() const;
 

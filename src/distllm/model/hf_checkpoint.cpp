@@ -13,6 +13,7 @@
 #include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
+#include "distllm/model/family.h"
 #include "distllm/model/model_dir.h"
 
 namespace distllm {
@@ -33,17 +34,11 @@ nlohmann::json parse_json_file(const std::string& path) {
 std::string shard_name(int k, int n) { return strprintf("model-%05d-of-%05d.safetensors", k, n); }
 
 bool ignorable_tensor(const std::string& name, const ModelConfig& cfg) {
-  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return cfg.is_gpt2();
-  if (ends_with(name, "rotary_emb.inv_freq")) return true;
-  if (name == "lm_head.weight") return cfg.tie_embeddings;
-  return false;
+  return family_def(cfg.family).ignorable_tensor(name, cfg);
 }
 
-// transformers saves GPT-2 either with the "transformer." prefix (GPT2LMHeadModel)
-// or without it (GPT2Model). Map the bare form onto ours.
 std::string canonical_name(const std::string& name, const ModelConfig& cfg) {
-  if (cfg.is_gpt2() && !starts_with(name, "transformer.") && name != "lm_head.weight") return "transformer." + name;
-  return name;
+  return family_def(cfg.family).canonical_tensor_name(name);
 }
 
 }  // namespace

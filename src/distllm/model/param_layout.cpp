@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "distllm/base/error.h"
+#include "distllm/base/strings.h"
+#include "distllm/model/family.h"
 
 namespace distllm {
 
@@ -18,78 +20,91 @@ void ParamLayout::begin_group(const std::string& name) {
   groups_.push_back(g);
 }
 
-void ParamLayout::add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+void ParamLayout::add(const TensorSpec& spec) {
   if (!keep_.at(groups_.size() - 1)) return;  // a group this pipeline stage does not hold
   ParamTensor t;
-  t.name = name;
+  t.name = spec.name;
   t.numel = 1;
-  for (int64_t d : shape) t.numel *= d;
-  t.shape = std::move(shape);
+  for (int64_t d : spec.shape) t.numel *= d;
+  t.shape = spec.shape;
   t.offset = total_;
   t.group = static_cast<int>(groups_.size()) - 1;
-  t.weight_decay = decay;
+  t.weight_decay = spec.weight_decay;
+  t.role = spec.role;
+  t.split = spec.split;
+  t.split_axis = spec.split_axis;
   total_ += t.numel;
   groups_.back().tensors.push_back(static_cast<int>(tensors_.size()));
   groups_.back().size = total_ - groups_.back().offset;
   tensors_.push_back(std::move(t));
 }
 
+namespace {
+
+// The field of a block that a role fills; nullptr for roles outside blocks.
+int64_t* layer_field(LayerOffsets& o, TensorRole role) {
+  switch (role) {
+    case TensorRole::kAttnNormWeight: return &o.attn_norm_w;
+    case TensorRole::kAttnNormBias: return &o.attn_norm_b;
+    case TensorRole::kQkvWeight: return &o.qkv_w;
+    case TensorRole::kQkvBias: return &o.qkv_b;
+    case TensorRole::kAttnOutWeight: return &o.attn_out_w;
+    case TensorRole::kAttnOutBias: return &o.attn_out_b;
+    case TensorRole::kMlpNormWeight: return &o.mlp_norm_w;
+    case TensorRole::kMlpNormBias: return &o.mlp_norm_b;
+    case TensorRole::kMlpInWeight: return &o.mlp_in_w;
+    case TensorRole::kMlpInBias: return &o.mlp_in_b;
+    case TensorRole::kMlpOutWeight: return &o.mlp_out_w;
+    case TensorRole::kMlpOutBias: return &o.mlp_out_b;
+    default: return nullptr;
+  }
+}
+
+int64_t* embed_head_field(EmbedHeadOffsets& o, TensorRole role) {
+  switch (role) {
+    case TensorRole::kTokenEmbedding: return &o.wte;
+    case TensorRole::kPositionEmbedding: return &o.wpe;
+    case TensorRole::kFinalNormWeight: return &o.norm_w;
+    case TensorRole::kFinalNormBias: return &o.norm_b;
+    case TensorRole::kLmHead: return &o.lm_head;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 ParamLayout::ParamLayout(const ModelConfig& c) : ParamLayout(c, StageRange::whole(c.n_layer)) {}
 
 ParamLayout::ParamLayout(const ModelConfig& c, const StageChunks& stage) : config_(c) {
   DL_CHECK(stage.n_layer() == c.n_layer, "pipeline stage of a %d-layer model used with a %d-layer one", stage.n_layer(),
            c.n_layer);
+  const FamilyDef& family = family_def(c.family);
+  linear_layout_ = c.block().linear_layout;
   keep_.push_back(stage.holds_embedding(c.tie_embeddings));
   for (int i = 0; i < c.n_layer; ++i) keep_.push_back(stage.has_layer(i));
   keep_.push_back(stage.last());
-  const int64_t V = c.vocab_size, C = c.n_embd, P = c.max_position, I = c.intermediate_size;
-  const int64_t A = c.attn_dim(), KVD = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
-  if (c.is_gpt2()) {
-    linear_layout_ = kernels::WeightLayout::kInOut;
-    begin_group("embed");
-    add("transformer.wte.weight", {V, C}, true);
-    add("transformer.wpe.weight", {P, C}, true);
-    for (int i = 0; i < c.n_layer; ++i) {
-      begin_group(strprintf("layer.%d", i));
-      std::string p = strprintf("transformer.h.%d.", i);
-      add(p + "ln_1.weight", {C}, false);
-      add(p + "ln_1.bias", {C}, false);
-      // 3C and C for a whole model; a tensor-parallel shard's own heads otherwise.
-      add(p + "attn.c_attn.weight", {C, c.qkv_dim()}, true);
-      add(p + "attn.c_attn.bias", {c.qkv_dim()}, false);
-      add(p + "attn.c_proj.weight", {A, C}, true);
-      add(p + "attn.c_proj.bias", {C}, false);
-      add(p + "ln_2.weight", {C}, false);
-      add(p + "ln_2.bias", {C}, false);
-      add(p + "mlp.c_fc.weight", {C, I}, true);
-      add(p + "mlp.c_fc.bias", {I}, false);
-      add(p + "mlp.c_proj.weight", {I, C}, true);
-      add(p + "mlp.c_proj.bias", {C}, false);
+  begin_group("embed");
+  for (const TensorSpec& t : family.embed_tensors(c)) add(t);
+  layer_offsets_.resize(static_cast<size_t>(c.n_layer));
+  for (int i = 0; i < c.n_layer; ++i) {
+    begin_group(strprintf("layer.%d", i));
+    for (const TensorSpec& t : family.layer_tensors(c, i)) {
+      int64_t* field = layer_field(layer_offsets_[static_cast<size_t>(i)], t.role);
+      DL_CHECK(field || t.role == TensorRole::kFusedPart, "internal error: %s in a block has a role outside it",
+               t.name.c_str());
+      if (field && keep_[groups_.size() - 1]) *field = total_;  // the offset add() gives it
+      add(t);
     }
-    begin_group("head");
-    add("transformer.ln_f.weight", {C}, false);
-    add("transformer.ln_f.bias", {C}, false);
-  } else {
-    linear_layout_ = kernels::WeightLayout::kOutIn;
-    begin_group("embed");
-    add("model.embed_tokens.weight", {V, C}, true);
-    for (int i = 0; i < c.n_layer; ++i) {
-      begin_group(strprintf("layer.%d", i));
-      std::string p = strprintf("model.layers.%d.", i);
-      add(p + "input_layernorm.weight", {C}, false);
-      add(p + "self_attn.q_proj.weight", {A, C}, true);
-      add(p + "self_attn.k_proj.weight", {KVD, C}, true);
-      add(p + "self_attn.v_proj.weight", {KVD, C}, true);
-      add(p + "self_attn.o_proj.weight", {C, A}, true);
-      add(p + "post_attention_layernorm.weight", {C}, false);
-      add(p + "mlp.gate_proj.weight", {I, C}, true);
-      add(p + "mlp.up_proj.weight", {I, C}, true);
-      add(p + "mlp.down_proj.weight", {C, I}, true);
-    }
-    begin_group("head");
-    add("model.norm.weight", {C}, false);
-    if (!c.tie_embeddings) add("lm_head.weight", {V, C}, true);
   }
+  begin_group("head");
+  for (const TensorSpec& t : family.head_tensors(c)) add(t);
+  for (const ParamTensor& t : tensors_) {
+    if (t.group != embed_group() && t.group != head_group()) continue;
+    int64_t* field = embed_head_field(embed_head_, t.role);
+    DL_CHECK(field != nullptr, "internal error: %s outside the blocks has a block's role", t.name.c_str());
+    *field = t.offset;
+  }
+  if (c.tie_embeddings) embed_head_.lm_head = embed_head_.wte;
   total_ = (total_ + kGroupAlign - 1) / kGroupAlign * kGroupAlign;
   keep_.clear();
 }
@@ -125,42 +140,8 @@ int64_t ParamLayout::group_span(int g) const {
 }
 
 LayerOffsets ParamLayout::layer_offsets(int i) const {
-  LayerOffsets t;
-  const ParamGroup& g = groups_.at(layer_group(i));
-  auto off = [&](int k) { return tensors_[g.tensors.at(k)].offset; };
-  if (config_.is_gpt2()) {
-    t.attn_norm_w = off(0), t.attn_norm_b = off(1);
-    t.qkv_w = off(2), t.qkv_b = off(3);
-    t.attn_out_w = off(4), t.attn_out_b = off(5);
-    t.mlp_norm_w = off(6), t.mlp_norm_b = off(7);
-    t.mlp_in_w = off(8), t.mlp_in_b = off(9);
-    t.mlp_out_w = off(10), t.mlp_out_b = off(11);
-  } else {
-    t.attn_norm_w = off(0);
-    t.qkv_w = off(1);  // q_proj, then k_proj and v_proj right after it
-    t.attn_out_w = off(4);
-    t.mlp_norm_w = off(5);
-    t.mlp_in_w = off(6);  // gate_proj, then up_proj right after it
-    t.mlp_out_w = off(8);
-  }
-  return t;
-}
-
-EmbedHeadOffsets ParamLayout::embed_head_offsets() const {
-  EmbedHeadOffsets o;
-  const ParamGroup& e = groups_.at(embed_group());
-  if (!e.tensors.empty()) {
-    o.wte = tensors_[e.tensors[0]].offset;
-    if (config_.is_gpt2()) o.wpe = tensors_[e.tensors[1]].offset;
-  }
-  const ParamGroup& h = groups_.at(head_group());
-  if (!h.tensors.empty()) {
-    o.norm_w = tensors_[h.tensors[0]].offset;
-    if (config_.is_gpt2()) o.norm_b = tensors_[h.tensors[1]].offset;
-    if (!config_.tie_embeddings) o.lm_head = tensors_[h.tensors[config_.is_gpt2() ? 2 : 1]].offset;
-  }
-  if (config_.tie_embeddings) o.lm_head = o.wte;
-  return o;
+  DL_CHECK(has_group(layer_group(i)), "internal error: layer %d is not in this layout", i);
+  return layer_offsets_.at(static_cast<size_t>(i));
 }
 
 LayerTensors ParamLayout::layer_view(float* group_base, int i) const {
@@ -170,7 +151,7 @@ LayerTensors ParamLayout::layer_view(float* group_base, int i) const {
 
 EmbedTensors ParamLayout::embed_view(float* group_base) const {
   EmbedTensors e;
-  const EmbedHeadOffsets o = embed_head_offsets();
+  const EmbedHeadOffsets& o = embed_head_;
   const int64_t group_offset = groups_.at(embed_group()).offset;
   e.wte = group_base + (o.wte - group_offset);
   if (o.wpe >= 0) e.wpe = group_base + (o.wpe - group_offset);
@@ -179,7 +160,7 @@ EmbedTensors ParamLayout::embed_view(float* group_base) const {
 
 HeadTensors ParamLayout::head_view(float* head_base, float* embed_base) const {
   HeadTensors h;
-  const EmbedHeadOffsets o = embed_head_offsets();
+  const EmbedHeadOffsets& o = embed_head_;
   const int64_t group_offset = groups_.at(head_group()).offset;
   h.norm_w = head_base + (o.norm_w - group_offset);
   if (o.norm_b >= 0) h.norm_b = head_base + (o.norm_b - group_offset);

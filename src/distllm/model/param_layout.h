@@ -1,29 +1,16 @@
 // The one parameter layout (DESIGN.md principle 3).
 //
 // All parameters live in a single flat float buffer made of contiguous groups:
-//   group 0            "embed":    token embedding (+ gpt2 learned positions)
+//   group 0            "embed":    token embedding (+ learned positions)
 //   groups 1..n_layer  "layer.i":  every tensor of transformer block i
 //   group n_layer + 1  "head":     final norm (+ lm_head when not tied)
 // Each group starts on a 64-byte boundary. Inside a group, tensors are packed back
-// to back in the order below, each a named view whose name and shape are exactly
-// the Hugging Face ones. Gradients and optimizer moments use the same offsets, so
-// sharding a layer is slicing its group's range and saving is writing the views.
-//
-// gpt2 (GPT2LMHeadModel; Conv1D weights are [in, out]):
-//   transformer.wte.weight [V, C], transformer.wpe.weight [P, C]
-//   transformer.h.i.{ln_1.weight, ln_1.bias [C], attn.c_attn.weight [C, 3C], attn.c_attn.bias [3C],
-//     attn.c_proj.weight [C, C], attn.c_proj.bias [C], ln_2.weight, ln_2.bias [C],
-//     mlp.c_fc.weight [C, 4C], mlp.c_fc.bias [4C], mlp.c_proj.weight [4C, C], mlp.c_proj.bias [C]}
-//   transformer.ln_f.weight, transformer.ln_f.bias [C]; lm_head is tied to wte
-// llama (LlamaForCausalLM; Linear weights are [out, in]):
-//   model.embed_tokens.weight [V, C]
-//   model.layers.i.{input_layernorm.weight [C], self_attn.q_proj.weight [H*D, C],
-//     self_attn.k_proj.weight [KV*D, C], self_attn.v_proj.weight [KV*D, C],
-//     self_attn.o_proj.weight [C, H*D], post_attention_layernorm.weight [C],
-//     mlp.gate_proj.weight [I, C], mlp.up_proj.weight [I, C], mlp.down_proj.weight [C, I]}
-//   model.norm.weight [C], lm_head.weight [V, C] (absent when tied)
-// q/k/v and gate/up are adjacent, so each pair forms one [rows, C] matrix and is
-// applied with a single matmul.
+// to back in the order the model's family lists them (model/families/), each a
+// named view whose name and shape are exactly the Hugging Face ones, tagged with
+// its role in the block (family.h). Gradients and optimizer moments use the same
+// offsets, so sharding a layer is slicing its group's range and saving is writing
+// the views. A block's fused matrices (Llama's q|k|v and gate|up) are adjacent
+// tensors read as one [rows, C] matrix.
 //
 // A pipeline stage's layout keeps every group (so group numbers are the same on
 // every stage) but leaves the groups it does not hold empty: no tensors, no floats.
@@ -39,6 +26,7 @@
 
 #include "distllm/kernels/matmul.h"
 #include "distllm/model/config.h"
+#include "distllm/model/family.h"
 #include "distllm/model/stage_chunks.h"
 
 namespace distllm {
@@ -50,6 +38,9 @@ struct ParamTensor {
   int64_t numel = 0;
   int group = 0;
   bool weight_decay = false;     // matrices and embeddings decay; norms and biases do not
+  TensorRole role = TensorRole::kFusedPart;  // what it is in its block (family.h)
+  TpSplit split = TpSplit::kReplicated;      // how tensor parallelism splits it
+  int split_axis = 0;
 };
 
 struct ParamGroup {
@@ -71,15 +62,15 @@ struct LayerFields {
   }();
   T attn_norm_w = kNone;
   T attn_norm_b = kNone;
-  T qkv_w = kNone;  // gpt2 c_attn [C, 3C]; llama q|k|v [(H+2KV)*D, C]
+  T qkv_w = kNone;  // q|k|v: [C, (H+2KV)*D] (Conv1D) or [(H+2KV)*D, C] (Linear)
   T qkv_b = kNone;
-  T attn_out_w = kNone;  // gpt2 c_proj [C, C]; llama o_proj [C, H*D]
+  T attn_out_w = kNone;  // [H*D, C] (Conv1D) or [C, H*D] (Linear)
   T attn_out_b = kNone;
   T mlp_norm_w = kNone;
   T mlp_norm_b = kNone;
-  T mlp_in_w = kNone;  // gpt2 c_fc [C, 4C]; llama gate|up [2I, C]
+  T mlp_in_w = kNone;  // [C, I] (Conv1D) or [I or gate|up 2I, C] (Linear)
   T mlp_in_b = kNone;
-  T mlp_out_w = kNone;  // gpt2 c_proj [4C, C]; llama down [C, I]
+  T mlp_out_w = kNone;  // [I, C] (Conv1D) or [C, I] (Linear)
   T mlp_out_b = kNone;
 
   // The same fields, each mapped by f (absent ones stay absent).
@@ -99,7 +90,7 @@ using LayerOffsets = LayerFields<int64_t>;
 
 struct EmbedTensors {
   float* wte = nullptr;
-  float* wpe = nullptr;  // gpt2 only
+  float* wpe = nullptr;  // learned positions only
 };
 
 struct HeadTensors {
@@ -137,7 +128,7 @@ class ParamLayout {
   // Flat offsets of one block's tensors and of the embedding and head tensors
   // (the one place that knows the order inside a group).
   LayerOffsets layer_offsets(int layer) const;
-  EmbedHeadOffsets embed_head_offsets() const;
+  const EmbedHeadOffsets& embed_head_offsets() const { return embed_head_; }
   // Views into a whole flat buffer.
   LayerTensors layer(float* base, int layer) const;
   EmbedTensors embed(float* base) const;
@@ -156,7 +147,7 @@ class ParamLayout {
   // True when the output head reads the embedding group's parameters (tied).
   bool head_uses_embedding() const { return config_.tie_embeddings; }
 
-  // Matmul layout of the block weights: kInOut for gpt2 (Conv1D), kOutIn for llama.
+  // Matmul layout of the block weights (the family's BlockSpec).
   kernels::WeightLayout linear_layout() const { return linear_layout_; }
 
  private:
@@ -166,10 +157,12 @@ class ParamLayout {
   int64_t total_ = 0;
   kernels::WeightLayout linear_layout_;
 
+  std::vector<LayerOffsets> layer_offsets_;  // per layer (fields -1 for layers not held)
+  EmbedHeadOffsets embed_head_;
   std::vector<bool> keep_;  // per group, while building
 
   void begin_group(const std::string& name);
-  void add(const std::string& name, std::vector<int64_t> shape, bool decay);
+  void add(const TensorSpec& spec);
   float* at(float* base, const std::string& name) const;
 };
 

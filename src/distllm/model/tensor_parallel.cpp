@@ -58,39 +58,35 @@ TensorParallelPlan::TensorParallelPlan(const ModelConfig& full, int size, int ra
   local_.vocab_size = static_cast<int>(vocab.second - vocab.first);
   local_layout_ = ParamLayout(local_);
   DL_CHECK(local_layout_.tensors().size() == full_layout_.tensors().size(), "tensor-parallel layout mismatch");
-  for (const ParamTensor& t : local_layout_.tensors()) slices_.push_back(slice_for(t.name));
+  for (const ParamTensor& t : local_layout_.tensors()) slices_.push_back(slice_for(t));
 }
 
-TensorSlice TensorParallelPlan::slice_for(const std::string& name) const {
+TensorSlice TensorParallelPlan::slice_for(const ParamTensor& t) const {
   const int64_t D = full_.head_dim;
   const int64_t q0 = head_begin_ * D, q1 = (head_begin_ + local_.n_head) * D;
   const int64_t kv0 = kv_head_begin_ * D, kv1 = (kv_head_begin_ + local_.n_kv_head) * D;
   const int64_t m0 = mlp_begin_, m1 = mlp_begin_ + local_.intermediate_size;
   const int64_t v0 = vocab_begin_, v1 = vocab_begin_ + local_.vocab_size;
-  auto one = [](int axis, int64_t b, int64_t e) { return TensorSlice{axis, {{b, e}}}; };
-  if (ends_with(name, "wte.weight") || ends_with(name, "embed_tokens.weight") || name == "lm_head.weight")
-    return one(0, v0, v1);
-  if (ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_attn.bias")) {
-    // gpt2's fused [q | k | v] columns: this rank's heads of each.
-    const int64_t C = full_.attn_dim();
-    return TensorSlice{ends_with(name, "weight") ? 1 : 0, {{q0, q1}, {C + q0, C + q1}, {2 * C + q0, 2 * C + q1}}};
+  const int axis = t.split_axis;
+  auto one = [axis](int64_t b, int64_t e) { return TensorSlice{axis, {{b, e}}}; };
+  switch (t.split) {
+    case TpSplit::kReplicated: return TensorSlice{};  // norms, row-parallel biases, learned positions
+    case TpSplit::kQueryHeads: return one(q0, q1);
+    case TpSplit::kKvHeads: return one(kv0, kv1);
+    case TpSplit::kMlpHidden: return one(m0, m1);
+    case TpSplit::kVocab: return one(v0, v1);
+    case TpSplit::kQkvFused: {
+      // A fused [q | k | v] axis: this rank's heads of each.
+      const int64_t A = full_.attn_dim(), KVD = static_cast<int64_t>(full_.n_kv_head) * D;
+      return TensorSlice{axis, {{q0, q1}, {A + kv0, A + kv1}, {A + KVD + kv0, A + KVD + kv1}}};
+    }
   }
-  if (ends_with(name, "attn.c_proj.weight")) return one(0, q0, q1);
-  if (ends_with(name, "mlp.c_fc.weight")) return one(1, m0, m1);
-  if (ends_with(name, "mlp.c_fc.bias")) return one(0, m0, m1);
-  if (ends_with(name, "mlp.c_proj.weight")) return one(0, m0, m1);
-  if (ends_with(name, "q_proj.weight")) return one(0, q0, q1);
-  if (ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight")) return one(0, kv0, kv1);
-  if (ends_with(name, "o_proj.weight")) return one(1, q0, q1);
-  if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) return one(0, m0, m1);
-  if (ends_with(name, "down_proj.weight")) return one(1, m0, m1);
-  return TensorSlice{};  // norms, row-parallel biases, gpt2's positions
+  return TensorSlice{};
 }
 
 bool TensorParallelPlan::grad_needs_kv_sum(int tensor) const {
   if (kv_replicas_ == 1) return false;
-  const std::string& name = local_layout_.tensors().at(static_cast<size_t>(tensor)).name;
-  return ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight");
+  return local_layout_.tensors().at(static_cast<size_t>(tensor)).split == TpSplit::kKvHeads;
 }
 
 float TensorParallelPlan::norm_weight(int tensor) const {

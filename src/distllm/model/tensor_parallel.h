@@ -87,7 +87,7 @@ class TensorParallelPlan {
   ParamLayout full_layout_, local_layout_;
   std::vector<TensorSlice> slices_;
 
-  TensorSlice slice_for(const std::string& name) const;
+  TensorSlice slice_for(const ParamTensor& t) const;
   // Copies between one whole tensor and its shard; to_local picks the direction.
   void copy_tensor(int tensor, const float* from, float* to, bool to_local) const;
 };

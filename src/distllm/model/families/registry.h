@@ -1,0 +1,12 @@
+// The family definitions, one function per file in this folder (family.cpp lists
+// them; nothing else includes this header).
+#pragma once
+
+#include "distllm/model/family.h"
+
+namespace distllm {
+
+const FamilyDef& gpt2_family();
+const FamilyDef& llama_family();
+
+}  // namespace distllm
