@@ -13,6 +13,7 @@
 #include "distllm/kernels/norm.h"
 #include "distllm/kernels/paged_attention.h"
 #include "distllm/kernels/vec.h"
+#include "distllm/model/block_ops.h"
 
 namespace distllm {
 
@@ -23,7 +24,7 @@ InferenceModel::InferenceModel(std::shared_ptr<const Transformer> model, DType w
 
 InferenceModel::InferenceModel(std::shared_ptr<const ModelWeights> weights, DType weight_dtype,
                                InferenceTensorParallel tp)
-    : cfg_(weights->config()), shard_(cfg_), tp_(tp), weight_dtype_(weight_dtype) {
+    : cfg_(weights->config()), shard_(cfg_), block_(cfg_.block()), tp_(tp), weight_dtype_(weight_dtype) {
   DL_CHECK(PackedLinear::supports(weight_dtype), "--dtype must be f32, bf16 or int8, not %s",
            dtype_short_name(weight_dtype));
   if (tp_.active()) {
@@ -85,8 +86,9 @@ void InferenceModel::build(const ModelWeights& w) {
   // outside a flat buffer one such matrix is widened at a time to be transposed.
   // Llama's [out, in] rows are read 4 at a time, q|k|v and gate|up spanning their
   // adjacent tensors.
+  const BlockSpec block = cfg_.block();
   auto pack = [&](int64_t off, int in, int out) {
-    if (cfg_.is_gpt2()) {
+    if (block.linear_layout == WeightLayout::kInOut) {
       if (flat) return PackedLinear::from_transposed(flat + off, out, in, weight_dtype_);
       AlignedBuffer<float> kn(static_cast<size_t>(in) * out);
       w.read_f32(off, static_cast<int64_t>(in) * out, kn.data());
@@ -135,7 +137,7 @@ void InferenceModel::build(const ModelWeights& w) {
                         shard_.vocab_size, C,
                         [&](int64_t n0, int count, float* rows) { w.read_f32(head + n0 * C, int64_t{count} * C, rows); },
                         weight_dtype_);
-  if (!cfg_.is_gpt2()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
+  if (block.rotary()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
 }
 
 size_t InferenceModel::packed_weight_bytes() const {
@@ -224,11 +226,7 @@ void InferenceModel::lm_head(float* logits, int64_t rows) {
 }
 
 void InferenceModel::norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const {
-  if (cfg_.is_gpt2()) {
-    layernorm_forward(out, nullptr, nullptr, in, w, b, rows, cfg_.n_embd, cfg_.norm_eps);
-  } else {
-    rmsnorm_forward(out, nullptr, in, w, rows, cfg_.n_embd, cfg_.norm_eps);
-  }
+  block_norm_forward(block_.norm, out, nullptr, nullptr, in, w, b, rows, cfg_.n_embd, cfg_.norm_eps);
 }
 
 void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCache& cache,
@@ -312,7 +310,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       DL_PROFILE("infer.linear.qkv");
       linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv, w.qkv_b, N);
     }
-    if (!cfg_.is_gpt2()) {
+    if (block_.rotary()) {
       rope_apply(qkv_.data(), N, QKV, shard_.n_head, positions.data(), rope_, false);
       rope_apply(qkv_.data() + A, N, QKV, shard_.n_kv_head, positions.data(), rope_, false);
     }
@@ -343,11 +341,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       DL_PROFILE("infer.linear.mlp_in");
       linear_bi(mlp_in_.data(), shard_.mlp_in_dim(), h_.data(), C, w.mlp_in, w.mlp_in_b, N);
     }
-    if (cfg_.is_gpt2()) {
-      gelu_forward(mlp_act_.data(), mlp_in_.data(), N * shard_.mlp_act_dim());
-    } else {
-      swiglu_forward(mlp_act_.data(), mlp_in_.data(), N, shard_.intermediate_size);
-    }
+    mlp_activation_forward(block_.mlp, mlp_act_.data(), mlp_in_.data(), N, shard_.mlp_act_dim());
     {
       DL_PROFILE("infer.linear.mlp_out");
       row_parallel(h_.data(), mlp_act_.data(), shard_.mlp_act_dim(), w.mlp_out, w.mlp_out_b, N);

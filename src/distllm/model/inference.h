@@ -97,6 +97,7 @@ class InferenceModel {
   };
   std::shared_ptr<const ModelWeights> weights_;  // a flat source the views point into; else null
   ModelConfig cfg_, shard_;
+  BlockSpec block_;  // the family's norm, MLP and positions
   InferenceTensorParallel tp_;
   AlignedBuffer<float> shard_params_;     // plan.local_layout(): this rank's slices
   std::vector<int64_t> vocab_rows_;       // per rank of the tp group: its vocabulary rows

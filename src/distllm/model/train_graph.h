@@ -22,22 +22,13 @@
 // group_grads_ready(head). Backward finishes groups in the order head, layer L-1,
 // ..., layer 0, embed; the embedding backward reads no parameters.
 //
-// Tensor parallelism (tensor_parallel.h): given a plan and its group's collectives,
-// the graph computes one shard of every layer (its heads, MLP columns and vocabulary
-// rows) and all-reduces where Megatron does: the row-parallel outputs in forward,
-// the column-parallel inputs' gradients in backward, the embedding lookup, and the
-// cross-entropy's row statistics. Every rank of the group then holds the same
-// residual stream, loss and replicated-parameter gradients. ParamSource serves the
-// shard's flat buffers (the plan's local layout). The embedding_backward hook
-// receives token ids of this rank's rows (-1 for tokens another rank holds).
-//
-// Sequence parallelism (Megatron-SP, with tensor parallelism): the residual stream
-// and the norms run on 1/tp of the B*T rows per rank; each norm's output is
-// all-gathered before the column-parallel linear, and each row-parallel output is
-// reduce-scattered to the rows' owners instead of all-reduced (the same bytes as
-// the all-reduce, which is a reduce-scatter plus an all-gather). Backward mirrors
-// it; the norms' parameter gradients, computed from a rank's rows, are summed over
-// the group. The residual activations kept for backward shrink by tp.
+// Tensor and sequence parallelism (parallel_layers.h): given a plan and its
+// group's collectives, the graph computes one shard of every layer (its heads, MLP
+// columns and vocabulary rows) with Megatron's collectives; every rank of the group
+// then holds the same residual stream (or its rows of it), loss and replicated-
+// parameter gradients. ParamSource serves the shard's flat buffers (the plan's local
+// layout). The embedding_backward hook receives token ids of this rank's rows (-1
+// for tokens another rank holds).
 //
 // Context parallelism (ring_attention.h): given its group's ring, the graph holds
 // T / cp tokens of each sequence (ContextLayout's two chunks), and attention runs
@@ -65,16 +56,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/kernels/matmul.h"
-#include "distllm/kernels/rope.h"
-#include "distllm/base/context_parallel_comm.h"
 #include "distllm/model/param_source.h"
-#include "distllm/model/ring_attention.h"
+#include "distllm/model/parallel_layers.h"
 #include "distllm/model/stage_range.h"
-#include "distllm/model/tensor_parallel.h"
+#include "distllm/model/train_attention.h"
+#include "distllm/model/train_block.h"
+#include "distllm/model/train_head.h"
 #include "distllm/model/transformer.h"
 
 namespace distllm {
@@ -111,22 +103,6 @@ struct ActivationCheckpointing {
   std::string describe() const;
 };
 
-// A tensor-parallel shard's plan and its group's collectives (both outlive the graph).
-struct TensorParallel {
-  const TensorParallelPlan* plan = nullptr;
-  TensorParallelComm* comm = nullptr;
-  bool sequence_parallel = false;
-  bool active() const { return plan != nullptr && plan->size() > 1; }
-};
-
-// A context-parallel group's ring (outlives the graph).
-struct ContextParallel {
-  ContextParallelComm* comm = nullptr;
-  bool active() const { return comm != nullptr && comm->size() > 1; }
-  int size() const { return comm ? comm->size() : 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
-};
-
 class TrainGraph {
  public:
   // seq_len: the whole sequence (context parallelism gives this rank seq_len / cp).
@@ -155,7 +131,7 @@ class TrainGraph {
   const float* stage_output() const { return final_input_.data(); }
   // Floats of each of the four stage buffers: [B*T, C], this rank's rows of it
   // under sequence parallelism, of its tokens under context parallelism.
-  int64_t stage_boundary_floats() const { return rows_ * cfg_.n_embd; }
+  int64_t stage_boundary_floats() const { return par_.rows() * cfg_.n_embd; }
   float* stage_output_grad() { return dresid_.data(); }
   const float* stage_input_grad() const { return dresid_.data(); }
 
@@ -166,7 +142,7 @@ class TrainGraph {
     backward(static_cast<ParamSource&>(model), hooks);
   }
 
-  int64_t valid_targets() const { return valid_targets_; }
+  int64_t valid_targets() const { return head_ ? head_->valid_targets() : 0; }
   // Bytes of every activation and scratch buffer this graph holds.
   size_t activation_bytes() const;
   const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
@@ -176,87 +152,40 @@ class TrainGraph {
   kernels::ComputeDtype compute_dtype() const { return compute_; }
 
  private:
-  struct LayerActs {
-    AlignedBuffer<float> norm1, norm1_mean, norm1_rstd;
-    AlignedBuffer<float> qkv;     // [BT, qkv_dim], q and k after rope
-    AlignedBuffer<float> attn;    // [BT, attn_dim]
-    AlignedBuffer<float> lse;     // [B, H, T]
-    AlignedBuffer<float> mid;     // residual after attention [BT, C]
-    AlignedBuffer<float> norm2, norm2_mean, norm2_rstd;
-    AlignedBuffer<float> mlp_in;  // [BT, mlp_in_dim] (pre-activation)
-    AlignedBuffer<float> mlp_act; // [BT, mlp_act_dim]
-    size_t bytes() const;
-  };
-
   ModelConfig cfg_;  // the shard's sizes under tensor parallelism
   ParamLayout layout_;
   TensorParallel tp_;
   ContextParallel cp_;
-  std::unique_ptr<RingAttention> ring_;  // context parallel
-  bool sp_ = false;  // sequence parallel
-  int vocab_;        // the whole vocabulary
+  int vocab_;  // the whole vocabulary
   int B_, T_, full_T_;
   int64_t BT_;
   StageRange stage_;  // the whole model unless pipelined
-  // Rows of the residual stream this rank holds: all BT_, or under sequence
-  // parallelism [row_begin_, row_begin_ + rows_); row_counts_ are every rank's
-  // rows x C (the collectives' block sizes).
-  int64_t rows_ = 0, row_begin_ = 0;
-  std::vector<int64_t> row_counts_;
   ActivationCheckpointing checkpointing_;
   kernels::ComputeDtype compute_ = kernels::ComputeDtype::kF32;
-  kernels::RopeTable rope_;
-  std::vector<int32_t> positions_;  // [BT]: t for each row
+  std::vector<int32_t> positions_;  // [BT]: each row's position in its sequence
   std::vector<int32_t> tokens_;     // copies kept for the embedding backward (this rank's rows under tp)
-  // Residual stream entering each of the stage's layers [BT, C] (kept for every
+  ParallelLayers par_;
+  TrainAttention attention_;
+  BlockScratch scratch_;
+  TrainBlock block_;
+  std::unique_ptr<TrainHead> head_;  // the last stage's
+  // Residual stream entering each of the stage's layers [rows, C] (kept for every
   // layer), and the rest of each layer's activations (empty for checkpointed
   // layers, which use recompute_ in forward and again in backward); indexed by
   // layer - stage_.begin. final_input_ is the residual stream after the last one.
   std::vector<AlignedBuffer<float>> inputs_;
-  std::vector<LayerActs> layers_;
-  LayerActs recompute_;
-  AlignedBuffer<float> final_input_, final_norm_, final_mean_, final_rstd_;
-  AlignedBuffer<float> losses_;
-  // Scratch for backward and the head.
-  AlignedBuffer<float> dresid_, dnorm_, dqkv_, dattn_, dmlp_in_, dmlp_act_, logits_chunk_;
-  AlignedBuffer<float> kv_sum_;  // tp with replicated key/value heads: [BT, 2 * n_kv_head(all) * D]
-  // Sequence parallel: a row-parallel output before its reduce-scatter and a
-  // gathered gradient [BT, C]; this rank's rows of an input gradient; the norms'
-  // parameter gradients of one micro-step.
-  AlignedBuffer<float> partial_, dfull_, dnorm_mine_, norm_grad_;
-  const float* final_dnorm_ = nullptr;  // d(final norm output), this rank's rows
-  int64_t valid_targets_ = 0;
-  int64_t normalizer_ = 0;
+  std::vector<BlockActs> layers_;
+  BlockActs recompute_;
+  AlignedBuffer<float> final_input_;
+  // d(residual stream), this rank's rows: d(stage output) on entry to backward,
+  // d(stage input) at its end.
+  AlignedBuffer<float> dresid_;
   bool grad_pending_ = false;
 
-  void alloc_acts(LayerActs& a);
-  // The layers' weight layout (the family's) and the head's ([V, C]), in compute_.
-  kernels::MatmulMode layer_matmul() const;
-  kernels::MatmulMode head_matmul() const { return {kernels::WeightLayout::kOutIn, compute_}; }
-  LayerActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer - stage_.begin]; }
+  BlockActs& acts(int layer) { return checkpointing_.applies(layer) ? recompute_ : layers_[layer - stage_.begin]; }
   float* layer_input(int layer) { return inputs_[layer - stage_.begin].data(); }
-  // Norm of this rank's rows of `in` into out [BT, C] (all rows: gathered under
-  // sequence parallelism); norm_backward accumulates into dresid_ from this rank's
-  // rows of d(out).
-  void norm_forward(bool first, const LayerTensors& w, const float* in, float* out, float* mean, float* rstd);
-  void normalize(const float* weight, const float* bias, const float* in, float* out, float* mean, float* rstd);
-  void norm_backward(const float* weight, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* mean, const float* rstd);
-  // All BT rows of `mine` (this rank's rows: gathered under sequence parallelism).
-  const float* all_rows(const float* mine);
-  // The column-parallel input gradient in dnorm_ (all rows, a part of the sum on
-  // each tp rank) summed: this rank's rows of it.
-  const float* reduce_input_grad();
-  void layer_forward(const LayerTensors& w, const float* in, LayerActs& a, float* out);
-  void layer_backward(const LayerTensors& w, const LayerTensors& g, const float* in, LayerActs& a);
-  float head_forward(ParamSource& src, const int32_t* targets, const ForwardArgs& args);
-  // Tensor parallelism (no-ops on one rank).
-  void tp_allreduce(float* data, int64_t n);
-  // out = in @ w (+ b): a row-parallel linear, whose partial products are summed
-  // over the tp group before the bias is added once.
-  void row_parallel_forward(float* out, const float* in, const float* w, const float* b, int in_dim);
-  void embed_forward(const EmbedTensors& emb, const int32_t* tokens, float* out);
-  void sum_replicated_kv_grads(float* dk, float* dv);
+  // This rank's rows of the embedding table for each token (-1: another rank's).
+  void keep_tokens(const int32_t* tokens);
 };
 
 }  // namespace distllm

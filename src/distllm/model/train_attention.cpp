@@ -1,0 +1,110 @@
+#include "distllm/model/train_attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "distllm/base/profiler.h"
+
+namespace distllm {
+
+using namespace kernels;
+
+TrainAttention::TrainAttention(const ModelConfig& shard, int B, int T, int seq_len, const TensorParallel& tp,
+                               const ContextParallel& cp, const int32_t* positions)
+    : cfg_(shard), B_(B), T_(T), BT_(static_cast<int64_t>(B) * T), tp_(tp), positions_(positions) {
+  rotary_ = cfg_.block().rotary();
+  if (rotary_) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
+  if (cp.active()) ring_ = std::make_unique<RingAttention>(cfg_, B_, seq_len, *cp.comm);
+  if (tp_.active() && tp_.plan->kv_replicas() > 1)
+    kv_sum_.resize(static_cast<size_t>(BT_ * 2 * tp_.plan->full().n_kv_head * cfg_.head_dim));
+}
+
+size_t TrainAttention::buffer_bytes() const {
+  return kv_sum_.size() * sizeof(float) + (ring_ ? ring_->buffer_bytes() : 0);
+}
+
+AttentionArgs TrainAttention::args(const float* qkv, float* out, float* lse) const {
+  AttentionArgs a;
+  a.batch = B_;
+  a.n_head = cfg_.n_head;
+  a.n_kv_head = cfg_.n_kv_head;
+  a.head_dim = cfg_.head_dim;
+  a.q_len = a.kv_len = T_;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
+  const int64_t row = cfg_.qkv_dim();
+  a.q = qkv;
+  a.k = qkv + cfg_.attn_dim();
+  a.v = qkv + cfg_.attn_dim() + static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
+  a.q_row_stride = a.kv_row_stride = row;
+  a.q_batch_stride = a.kv_batch_stride = row * T_;
+  a.out = out;
+  a.out_row_stride = cfg_.attn_dim();
+  a.out_batch_stride = static_cast<int64_t>(cfg_.attn_dim()) * T_;
+  a.lse = lse;
+  return a;
+}
+
+void TrainAttention::forward(float* qkv, float* out, float* lse) {
+  if (rotary_) {
+    DL_PROFILE("fwd.rope");
+    rope_apply(qkv, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_, false);
+    rope_apply(qkv + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_, false);
+  }
+  DL_PROFILE("fwd.attention");
+  if (ring_)
+    ring_->forward(qkv, out, lse);
+  else
+    attention_forward(args(qkv, out, lse));
+}
+
+void TrainAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout,
+                              float* dqkv) {
+  const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
+  float* dq = dqkv;
+  float* dk = dq + cfg_.attn_dim();
+  float* dv = dk + kv_off;
+  {
+    DL_PROFILE("bwd.attention");
+    if (ring_) {
+      ring_->backward(qkv, out, lse, dout, dqkv);
+    } else {
+      // The kernel reads q/k/v and out through the args; it writes only the grads.
+      AttentionArgs a = args(qkv, const_cast<float*>(out), const_cast<float*>(lse));
+      attention_backward(a, AttentionGrads{dq, dk, dv, dout});
+    }
+  }
+  if (rotary_) {
+    DL_PROFILE("bwd.rope");
+    rope_apply(dq, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_, true);
+    rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_, true);
+  }
+  if (kv_sum_.size() != 0) sum_replicated_kv_grads(dk, dv);
+}
+
+void TrainAttention::drop_replicated_kv_input_grad(float* dqkv) const {
+  if (kv_sum_.size() == 0 || tp_.plan->rank() % tp_.plan->kv_replicas() == 0) return;
+  const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
+  float* dk = dqkv + cfg_.attn_dim();
+  for (int64_t r = 0; r < BT_; ++r) std::memset(dk + r * cfg_.qkv_dim(), 0, sizeof(float) * 2 * kv_off);
+}
+
+void TrainAttention::sum_replicated_kv_grads(float* dk, float* dv) {
+  // Ranks sharing a key/value head each hold part of its gradient (from their own
+  // query heads). One all-reduce over the tp group sums every head's parts: each
+  // rank writes its head's d(k) and d(v) into that head's columns, zeros elsewhere.
+  DL_PROFILE("tp.kv_sum");
+  const int64_t D = cfg_.head_dim, heads = tp_.plan->full().n_kv_head, row = 2 * heads * D;
+  const int64_t at = tp_.plan->kv_head_begin() * D;
+  kv_sum_.zero();
+  for (int64_t r = 0; r < BT_; ++r) {
+    std::memcpy(kv_sum_.data() + r * row + at, dk + r * cfg_.qkv_dim(), sizeof(float) * D);
+    std::memcpy(kv_sum_.data() + r * row + heads * D + at, dv + r * cfg_.qkv_dim(), sizeof(float) * D);
+  }
+  tp_.comm->allreduce_sum(kv_sum_.data(), BT_ * row);
+  for (int64_t r = 0; r < BT_; ++r) {
+    std::memcpy(dk + r * cfg_.qkv_dim(), kv_sum_.data() + r * row + at, sizeof(float) * D);
+    std::memcpy(dv + r * cfg_.qkv_dim(), kv_sum_.data() + r * row + heads * D + at, sizeof(float) * D);
+  }
+}
+
+}  // namespace distllm
