@@ -6,15 +6,10 @@
 // batch, on how its prompt was chunked, or on the thread count. Greedy decoding is
 // therefore reproducible under continuous batching.
 //
-// Tensor parallelism (Megatron, model/tensor_parallel.h): a model built with a
-// shard packs only this rank's heads, MLP columns and vocabulary rows. Each rank
-// runs its heads over its own paged K/V (size the cache with shard_config()); the
-// row-parallel linears (attention out, MLP out) and the vocabulary-split embedding
-// are all-reduced over the tp group, their biases added once after the sum; the LM
-// head computes this rank's vocabulary columns and all-gathers them, so every rank
-// returns the full logits. The all-reduces sum partial products in another order
-// than one rank's dot products, so logits match the unsplit model to rounding, not
-// bit for bit (tests/model/mpi/tp_inference_test.cpp measures it).
+// Tensor parallelism (tensor_parallel.h): a model built with a shard packs only
+// this rank's heads, MLP columns and vocabulary rows and runs its heads over its own
+// paged K/V (size the cache with shard_config()); every rank returns the full
+// logits (tests/model/mpi/tp_inference_test.cpp measures how close to one rank's).
 #pragma once
 
 #include <cstdint>

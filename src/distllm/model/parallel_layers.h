@@ -1,24 +1,10 @@
 // The parallel layers the training graph's blocks are written with: a norm, the
 // column-parallel linear's input and input gradient, the row-parallel linear, and
 // the token embedding. Without tensor parallelism each is the plain one-rank
-// operation; with it, each does its Megatron-LM collective, so a block's forward
-// and backward read the same top to bottom in every mode (train_block.h).
-//
-// Tensor parallelism (tensor_parallel.h says what splits how): column-parallel
-// linears (q/k/v, MLP in) compute this rank's heads / hidden units from the whole
-// input, no collective; their input gradient is a part of the sum, all-reduced in
-// backward (Megatron's f). Row-parallel linears (attention out, MLP out) produce a
-// part of the sum, all-reduced in forward (Megatron's g), the bias added once after.
-// The embedding table is split by vocabulary rows: each token's row comes from the
-// one rank holding it (an all-reduce), learned positions are added after the sum.
-//
-// Sequence parallelism (Megatron-SP, with tensor parallelism): the residual stream
-// and the norms run on 1/tp of the B*T rows per rank; each norm's output is
-// all-gathered before the column-parallel linear, and each row-parallel output is
-// reduce-scattered to the rows' owners instead of all-reduced (the same bytes as the
-// all-reduce, which is a reduce-scatter plus an all-gather). Backward mirrors it;
-// the norms' parameter gradients, computed from a rank's rows, are summed over the
-// group.
+// operation; with it, each does the collective tensor_parallel.h assigns it (and,
+// under sequence parallelism, works on this rank's rows of the residual stream), so
+// a block's forward and backward read the same top to bottom in every mode
+// (train_block.h).
 #pragma once
 
 #include <cstdint>

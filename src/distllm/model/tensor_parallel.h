@@ -1,23 +1,38 @@
-// Tensor parallelism (Megatron-LM): how one model's parameters split over the
-// ranks of a tensor-parallel (tp) group, and the collectives its graph needs.
+// Tensor parallelism (Megatron-LM): what it means in distllm, in one place. The
+// training graph (parallel_layers.h), the inference model (inference.h), the
+// data-parallel strategies and the plan all follow what this file says.
 //
-// Per block, the attention heads and the MLP's hidden columns are split:
-//   column-parallel  q/k/v (gpt2 c_attn, llama q|k|v_proj), MLP in (c_fc, gate|up):
-//                    each rank computes its own heads / hidden columns, no collective
-//   row-parallel     attention out (c_proj, o_proj), MLP out (c_proj, down):
-//                    each rank's partial product is all-reduced (Megatron's g), its
-//                    bias is added once after the sum
+// Per block, the attention heads and the MLP's hidden units are split over the
+// ranks of a tensor-parallel (tp) group:
+//   column-parallel  q/k/v, MLP in (W_in, or gate|up): each rank computes its own
+//                    heads / hidden units from the whole input, no collective
+//   row-parallel     attention out, MLP out: each rank's partial product is
+//                    all-reduced (Megatron's g), its bias added once after the sum
 // and in backward the input gradient of each column-parallel pair is all-reduced
-// (Megatron's f). The token embedding and the LM head are split by vocabulary rows;
-// the cross-entropy combines each row's log-sum-exp from every rank's part, so the
-// full [tokens, vocab] logits are never gathered. Norms, row-parallel biases and
-// gpt2's position table are replicated: every rank holds and updates the same copy.
+// (Megatron's f). The token embedding and the LM head are split by vocabulary rows:
+// each token's embedding row comes from the one rank holding it (an all-reduce);
+// training's cross-entropy combines each row's log-sum-exp from every rank's part,
+// so the full [tokens, vocab] logits are never gathered, while inference
+// all-gathers its logits rows. Norms, row-parallel biases and learned positions are
+// replicated: every rank holds and updates the same copy (their gradients count
+// once in the norm: norm_weight). Which tensor splits how is each family's
+// TensorSpec::split (family.h); TensorParallelPlan turns it into slices.
 //
 // Grouped-query attention: the key/value heads are split when the tp size divides
 // them; when it is a multiple of them, each rank holds the one key/value head its
 // query heads share (replicated over tp / n_kv_head ranks, whose gradients are then
 // summed). A head count the tp size cannot split is refused at start. The MLP width
 // and the vocabulary may split unevenly (balanced ranges).
+//
+// Sequence parallelism (Megatron-SP, training only, with tp): the residual stream
+// and the norms run on 1/tp of the B*T rows per rank; each norm's output is
+// all-gathered before the column-parallel linear, and each row-parallel output is
+// reduce-scattered to the rows' owners instead of all-reduced (the same bytes as the
+// all-reduce, which is a reduce-scatter plus an all-gather). Backward mirrors it;
+// the norms' parameter gradients, computed from a rank's rows, are summed.
+//
+// Sums over ranks add partial products in another order than one rank's dot
+// products: a tp run matches the unsplit model to rounding, not bit for bit.
 #pragma once
 
 #include <cstdint>
