@@ -15,6 +15,13 @@ enum class OpKind : uint8_t {
 };
 const char* op_kind_name(OpKind kind);
 inline bool is_p2p(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv || k == OpKind::kBatchP2P; }
+inline bool reduces(OpKind k) {
+  return k == OpKind::kAllreduce || k == OpKind::kReduce || k == OpKind::kReduceScatter ||
+         k == OpKind::kReduceScatterV;
+}
+inline bool rooted(OpKind k) {
+  return k == OpKind::kBroadcast || k == OpKind::kReduce || k == OpKind::kGather || k == OpKind::kScatter;
+}
 
 // A send or receive inside batch_p2p() (PyTorch's batch_isend_irecv).
 struct P2POp {

@@ -1,5 +1,6 @@
 #include "distllm/comm/work.h"
 
+#include "distllm/base/peer_wait.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
 #include "distllm/comm/errors.h"
@@ -15,12 +16,19 @@ bool Work::is_success() const {
 }
 
 void Work::wait() {
+  if (is_completed()) {
+    std::lock_guard lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  PeerWait waiting;
   std::unique_lock lk(mu_);
   cv_.wait(lk, [&] { return done_.load(std::memory_order_relaxed); });
   if (error_) std::rethrow_exception(error_);
 }
 
 void Work::wait(std::chrono::duration<double> timeout) {
+  PeerWait waiting;
   std::unique_lock lk(mu_);
   if (!cv_.wait_for(lk, timeout, [&] { return done_.load(std::memory_order_relaxed); })) {
     std::string what = describe();
