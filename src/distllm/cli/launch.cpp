@@ -22,6 +22,8 @@ int run_launch_command(Args& args) {
   o.hang_timeout_s = args.get_double("hang-timeout", 300, "seconds a rank may go without finishing a step (or "
                                                           "starting) before the job is called hung and restarted");
   o.kill_grace_s = args.get_double("kill-grace", 10, "seconds between SIGTERM and SIGKILL when stopping a job");
+  o.lease_timeout_s = args.get_double("lease-timeout", 10, "seconds the ranks outlive a launcher that stopped renewing "
+                                      "its lease (killed): they then save and exit");
   o.log_dir = args.get_string("log-dir", "launch_logs", "per-attempt, per-rank logs go here");
   o.launcher = args.get_string("launcher", "auto", "auto (srun inside a Slurm allocation, else mpirun) | mpirun | "
                                                    "srun");

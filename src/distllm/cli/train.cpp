@@ -24,6 +24,7 @@
 #include "distllm/comm/text_collectives.h"
 #include "distllm/comm/world.h"
 #include "distllm/io/file_util.h"
+#include "distllm/launch/rank_agent.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/model/model_dir.h"
 #include "distllm/plan/plan.h"
@@ -175,33 +176,6 @@ void on_stop_signal(int sig) {
     raise(sig);
   }
 }
-
-// DISTLLM_HEARTBEAT_DIR (set by `distllm launch`): each rank rewrites
-// <dir>/rank_<r> ("<step> <unix time> <step it started from>") after every step;
-// the launcher calls a rank hung when its file stops changing.
-class Heartbeat {
- public:
-  explicit Heartbeat(int rank) {
-    if (const char* d = std::getenv("DISTLLM_HEARTBEAT_DIR")) path_ = join_path(d, strprintf("rank_%d", rank));
-  }
-  void beat(int64_t step) {
-    if (path_.empty()) return;
-    if (start_step_ < 0) start_step_ = step;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    // Written whole and renamed, so the launcher never reads half a line.
-    std::string tmp = path_ + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (f == nullptr) return;
-    std::fprintf(f, "%lld %.3f %lld\n", (long long)step, now.tv_sec + now.tv_nsec * 1e-9, (long long)start_step_);
-    std::fclose(f);
-    std::rename(tmp.c_str(), path_.c_str());
-  }
-
- private:
-  std::string path_;
-  int64_t start_step_ = -1;
-};
 
 int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   std::signal(SIGUSR1, on_stop_signal);
@@ -434,8 +408,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   TrainCheckpointer checkpoints(dp, ck, flags, world);
   const int64_t resumed = checkpoints.resume(trainer);
   if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
-  Heartbeat heartbeat(rank);
-  heartbeat.beat(trainer.steps_done());
+  launch::RankAgent heartbeat(rank);  // progress, liveness and the launcher's lease
+  heartbeat.step_done(trainer.steps_done());
   auto log_line = [&](const std::string& line) {
     if (lead && !line.empty()) {
       report.note(line);
@@ -446,7 +420,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
         std::vector<RankFigures> ranks;
         if (!metrics_file.empty()) ranks = gather_rank_figures(dp, s.comm);
         report.step(s, ranks);
-        heartbeat.beat(s.step);
+        heartbeat.step_done(s.step);
         // A stop request (SIGUSR1/SIGTERM) saves synchronously before leaving.
         log_line(checkpoints.after_step(trainer, s.stop_requested));
       },

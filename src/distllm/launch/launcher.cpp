@@ -21,6 +21,7 @@
 #include "distllm/base/strings.h"
 #include "distllm/base/subprocess.h"
 #include "distllm/launch/heartbeat_monitor.h"
+#include "distllm/launch/rank_agent.h"
 
 namespace distllm::launch {
 
@@ -229,7 +230,8 @@ std::vector<std::string> attempt_argv(const LaunchOptions& o, int attempt) {
   } else {
     argv = {"mpirun", "--oversubscribe", "--bind-to", "none", "-n", std::to_string(o.ranks)};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-    for (const char* v : {"DISTLLM_HEARTBEAT_DIR", "DISTLLM_RESTART_COUNT", "DISTLLM_ATTEMPT_DIR"}) {
+    for (const char* v :
+         {"DISTLLM_HEARTBEAT_DIR", "DISTLLM_RESTART_COUNT", "DISTLLM_ATTEMPT_DIR", "DISTLLM_LAUNCHER_LEASE_S"}) {
       argv.push_back("-x");
       argv.push_back(v);
     }
@@ -249,6 +251,7 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
   DL_CHECK(o.ranks >= 1, "launch: -n must be at least 1");
   DL_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0");
   DL_CHECK(o.hang_timeout_s > 0, "launch: --hang-timeout must be positive");
+  DL_CHECK(o.lease_timeout_s >= 2, "launch: --lease-timeout must be at least 2 s (the lease is renewed every second)");
   DL_CHECK(!o.command.empty(), "launch: no command (give it after --)");
   fs::create_directories(o.log_dir);
   std::signal(SIGINT, on_signal);
@@ -263,6 +266,13 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     const std::string dir = attempt_dir(o, attempt);
     fs::create_directories(dir);
     monitor.reset(now_s());
+    // The ranks' lease on this launcher (rank_agent.h): renewed every second, so a
+    // launcher killed even by SIGKILL takes its ranks with it.
+    auto renew_lease = [&] {
+      write_beat_file(lease_file(monitor.dir()), strprintf("%.3f %d\n", unix_time_now(), (int)::getpid()));
+    };
+    renew_lease();
+    double lease_renewed = now_s();
     std::vector<std::string> argv = attempt_argv(o, attempt);
     echo(strprintf("launch: attempt %d: %d rank%s, logs in %s", attempt, o.ranks, o.ranks == 1 ? "" : "s",
                    dir.c_str()));
@@ -270,7 +280,10 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     spawn.log_path = dir + "/launcher.log";  // one process group: the whole job is signalled at once
     spawn.env = {{"DISTLLM_HEARTBEAT_DIR", monitor.dir()},
                  {"DISTLLM_RESTART_COUNT", std::to_string(attempt)},
-                 {"DISTLLM_ATTEMPT_DIR", dir}};
+                 {"DISTLLM_ATTEMPT_DIR", dir},
+                 {"DISTLLM_LAUNCHER_LEASE_S", strprintf("%g", o.lease_timeout_s)}};
+    // mpirun (or srun) goes when the launcher goes; mpirun then ends its ranks.
+    spawn.parent_death_signal = SIGTERM;
     const pid_t pid = spawn_process(argv, spawn).pid;
     LogFollower rank0(dir + "/rank_0.log");
     int status = 0;
@@ -289,6 +302,10 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
       if (::waitpid(pid, &status, WNOHANG) == pid) break;
       rank0.poll(echo);
       const double now = now_s();
+      if (now - lease_renewed >= 1.0) {
+        renew_lease();
+        lease_renewed = now;
+      }
       if (int sig = g_forward_signal.exchange(0)) {
         // Passed on once: the ranks save and exit; the launcher waits for them.
         // mpirun's ranks are our descendants and get it directly (mpirun itself

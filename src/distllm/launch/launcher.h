@@ -19,6 +19,8 @@ struct LaunchOptions {
   int max_restarts = 0;
   double hang_timeout_s = 300;
   double kill_grace_s = 10;  // SIGTERM, then SIGKILL after this long
+  // Ranks stop when the launcher has not renewed its lease for this long (rank_agent.h).
+  double lease_timeout_s = 10;
   std::string log_dir = "launch_logs";
   std::string launcher = "auto";  // auto | mpirun | srun
   std::string srun_mpi = "pmix";  // srun --mpi=...
