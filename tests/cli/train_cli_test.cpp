@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "cli/run_command.h"
 #include "distllm/io/file_util.h"
@@ -29,6 +31,13 @@ class TrainCli : public ::testing::Test {
   std::string path(const std::string& n) const { return join_path(dir_, n); }
   std::string dir_;
 };
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(text.substr(at, nl - at));
+  return lines;
+}
 
 const char* kTinyModel = "--family llama --n-layer 2 --n-head 4 --n-kv-head 2 --n-embd 32 --max-seq 64";
 
@@ -82,7 +91,7 @@ TEST_F(TrainCli, BadInputNamesTheProblem) {
       {"--family llama --n-head 6 --n-kv-head 4", "error: n_kv_head (4) must divide n_head (6)"},
       {"--n-layer -2", "error: --n-layer must be positive, got -2"},
       {"--preset gpt9", "error: unknown model preset 'gpt9'"},
-      {"--bach 8", "error: unknown flag --bach for 'distllm train' (see --help)"},
+      {"--bach 8", "error: unknown flag --bach for 'distllm train'; did you mean --batch? (see --help)"},
       {"--batch eight", "error: --batch expects an integer, got 'eight'"},
       {"--lr -1", "error: learning rate must be positive, got -1"},
       {"--seq 4096 --preset gpt2-tiny", "error: sequence length 4096 exceeds the model's context (1024)"},
@@ -106,9 +115,53 @@ TEST_F(TrainCli, BadInputNamesTheProblem) {
   auto none = run_distllm("train --steps 1");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.output.find("no training data"), std::string::npos);
+  // An error raised before every flag was read still points at the typo.
+  auto typo = run_distllm("train --dta " + path("fine.tok") + " --steps 1");
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.output.find("note: --dta is not a flag of 'distllm train'; did you mean --data?"), std::string::npos)
+      << typo.output;
+  // Help shows each default once, and a sentinel default as its help explains it.
+  auto help = run_distllm("train --help");
+  for (const std::string& line : split_lines(help.output)) {
+    const size_t first = line.find("default");
+    EXPECT_TRUE(first == std::string::npos || line.find("default", first + 1) == std::string::npos) << line;
+  }
+  EXPECT_EQ(help.output.find("(default: -1)"), std::string::npos) << help.output;
   auto unknown = run_distllm("frobnicate");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.output.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+// A prepared data folder that does not hold together is refused by name; a binary
+// file given to `data prepare` is warned about.
+TEST_F(TrainCli, DataFoldersThatDoNotHoldTogetherAreRefused) {
+  auto prep = run_distllm("data prepare --tokenizer bytes --val-fraction 0.2 --doc-separator '\\n' --input " + path("text.txt") + " --out " +
+                          path("data"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  ASSERT_EQ(run_distllm("train --data " + path("data") + " --steps 1 " + kTinyModel + " --batch 1 --seq 8").exit_code, 0);
+  // A train shard from another tokenizer (a 1000-token vocabulary) under the manifest's 256.
+  std::filesystem::copy(path("data"), path("mixed"), std::filesystem::copy_options::recursive);
+  std::vector<uint32_t> ids(400, 5);
+  ids[3] = 700;
+  write_token_file(path("mixed/train_00000.tok"), ids, 1000);
+  auto mixed = run_distllm("train --data " + path("mixed") + " --steps 1 " + kTinyModel + " --batch 1 --seq 8");
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_NE(mixed.output.find("written for a vocabulary of 1000 tokens, but " + path("mixed/manifest.json") +
+                              " says 256"),
+            std::string::npos)
+      << mixed.output;
+  // The manifest names a validation shard that is missing.
+  std::filesystem::copy(path("data"), path("noval"), std::filesystem::copy_options::recursive);
+  std::filesystem::remove(path("noval/val_00000.tok"));
+  auto noval = run_distllm("train --data " + path("noval") + " --steps 1 " + kTinyModel + " --batch 1 --seq 8");
+  EXPECT_EQ(noval.exit_code, 1);
+  EXPECT_NE(noval.output.find("the 'val' shard val_00000.tok it lists is missing"), std::string::npos) << noval.output;
+  // A binary file is tokenized, with a warning.
+  auto binary = run_distllm("data prepare --tokenizer bytes --input /bin/ls --out " + path("binary"));
+  EXPECT_EQ(binary.exit_code, 0) << binary.output;
+  EXPECT_NE(binary.output.find("warning: /bin/ls looks like a binary file"), std::string::npos) << binary.output;
+  auto text = run_distllm("data prepare --tokenizer bytes --input " + path("text.txt") + " --out " + path("text"));
+  EXPECT_EQ(text.output.find("binary"), std::string::npos) << text.output;
 }
 
 TEST_F(TrainCli, DivergenceStopsWithAMessage) {

@@ -26,6 +26,12 @@ done
   --out "$tmp/model" > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; exit 1; }
 "$distllm" perplexity --model "$tmp/model" --data "$tmp/data" --split val --dtype f32,bf16,int8 \
   --kv-cache-dtype f32,bf16,int8 --seq 128 --windows 64 | tee "$tmp/ppl.txt"
+# A held-out text file, tokenized with the model directory's own tokenizer.
+head -c 20000 "${corpus[0]}" > "$tmp/held_out.txt"
+"$distllm" perplexity --model "$tmp/model" --text "$tmp/held_out.txt" --dtype f32 --seq 64 --windows 8 \
+  > "$tmp/text.txt" 2>&1 || { cat "$tmp/text.txt"; exit 1; }
+grep -Eq "^data: +$tmp/held_out.txt \(held-out text, [0-9]+ tokens\), 8 windows of 64 tokens" "$tmp/text.txt" \
+  || { cat "$tmp/text.txt"; echo "perplexity --text did not score the held-out text"; exit 1; }
 /usr/bin/python3 - "$tmp/ppl.txt" <<'PY'
 import sys
 rows = {}

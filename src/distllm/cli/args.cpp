@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <vector>
 
 #include "distllm/base/error.h"
 
@@ -49,9 +51,33 @@ Args::Args(std::string program, std::vector<std::string> argv) : program_(std::m
   }
 }
 
+namespace {
+
+// Levenshtein distance, capped: enough to tell a typo from another flag.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string dashes(const std::string& name) { return name.size() == 1 ? "-" : "--"; }
+
+}  // namespace
+
 const Args::Seen* Args::lookup(const std::string& name, const std::string& help,
                                const std::string& shown_default) {
-  documented_.emplace_back(name, shown_default.empty() ? help : help + " (default: " + shown_default + ")");
+  // A help text that explains its own default (a sentinel such as -1 or 0) keeps it.
+  const bool explained = help.find("default") != std::string::npos;
+  documented_.emplace_back(name, shown_default.empty() || explained ? help : help + " (default: " + shown_default + ")");
   auto it = given_.find(name);
   return it == given_.end() ? nullptr : &it->second;
 }
@@ -128,12 +154,43 @@ std::string Args::usage() const {
   return out;
 }
 
-void Args::finish() const {
+std::string Args::closest_flag(const std::string& name) const {
+  std::string best;
+  size_t best_distance = 3;  // at most two edits away, and closer than any other
+  for (const auto& d : documented_) {
+    const size_t dist = edit_distance(name, d.first);
+    if (dist < best_distance && dist < d.first.size()) best_distance = dist, best = d.first;
+  }
+  return best;
+}
+
+std::vector<std::string> Args::unread_flags() const {
+  std::vector<std::string> out;
   for (const auto& [name, seen] : given_) {
     bool known = false;
     for (const auto& d : documented_) known = known || d.first == name;
-    DL_CHECK(known, "unknown flag %s%s for '%s' (see --help)", name.size() == 1 ? "-" : "--", name.c_str(),
-             program_.c_str());
+    if (!known) out.push_back(name);
+  }
+  return out;
+}
+
+std::string Args::unknown_flag_hint() const {
+  std::string hint;
+  for (const std::string& name : unread_flags()) {
+    const std::string close = closest_flag(name);
+    if (close.empty()) continue;
+    hint += strprintf("%s%s%s is not a flag of '%s'; did you mean %s%s?", hint.empty() ? "" : " ",
+                      dashes(name).c_str(), name.c_str(), program_.c_str(), dashes(close).c_str(), close.c_str());
+  }
+  return hint;
+}
+
+void Args::finish() const {
+  for (const std::string& name : unread_flags()) {
+    const std::string close = closest_flag(name);
+    throw_error(strprintf("unknown flag %s%s for '%s'%s (see --help)", dashes(name).c_str(), name.c_str(),
+                          program_.c_str(),
+                          close.empty() ? "" : strprintf("; did you mean %s%s?", dashes(close).c_str(), close.c_str()).c_str()));
   }
 }
 

@@ -32,8 +32,13 @@ class Args {
 
   bool help_requested() const { return help_; }
   std::string usage() const;
-  // Throws if an unknown flag was given. Call after reading every flag.
+  // Throws if an unknown flag was given, naming the closest known one ("did you
+  // mean --batch?"). Call after reading every flag.
   void finish() const;
+  // For an error raised before finish(): the flags given but not read so far that
+  // are a typo away from one that was ("--bach is not a flag of 'distllm train';
+  // did you mean --batch?"), or "".
+  std::string unknown_flag_hint() const;
   // Call after reading every flag: prints usage and returns true for --help,
   // otherwise checks for unknown flags (throwing) and returns false.
   bool help_or_finish() const;
@@ -51,6 +56,8 @@ class Args {
   bool help_ = false;
 
   const Seen* lookup(const std::string& name, const std::string& help, const std::string& shown_default);
+  std::vector<std::string> unread_flags() const;
+  std::string closest_flag(const std::string& name) const;  // "" when none is close
   std::string single(const Seen& seen, const std::string& name) const;
 };
 

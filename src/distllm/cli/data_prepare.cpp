@@ -18,6 +18,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "distllm/tokenizer/utf8.h"
 #include "distllm/train/token_file.h"
 
 namespace distllm {
@@ -44,6 +45,27 @@ std::vector<std::string_view> split_documents(std::string_view text, const std::
     start = pos + sep.size();
   }
   return out;
+}
+
+// What a text file's start says about it: binary files (executables, archives,
+// images) hold NUL bytes and byte sequences that are not UTF-8.
+struct TextCheck {
+  size_t nul = 0, invalid = 0, checked = 0;
+  bool looks_binary() const { return nul > 0 || invalid * 100 > checked; }
+};
+
+TextCheck check_text(std::string_view text) {
+  TextCheck c;
+  c.checked = std::min<size_t>(text.size(), 1 << 16);
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < c.checked;) {
+    const Utf8Step step = utf8_step(p + i, c.checked - i);
+    if (step.kind == Utf8Step::kTruncated) break;  // cut by the sample's end
+    if (step.kind == Utf8Step::kInvalid) ++c.invalid;
+    if (step.kind == Utf8Step::kChar && step.cp == 0) ++c.nul;
+    i += step.length;
+  }
+  return c;
 }
 
 class Progress {
@@ -110,6 +132,11 @@ int run_data_prepare(Args& args) {
   for (const auto& path : inputs) {
     texts.push_back(read_file(path));
     total_bytes += texts.back().size();
+    if (const TextCheck c = check_text(texts.back()); c.looks_binary())
+      std::fprintf(stderr,
+                   "warning: %s looks like a binary file (%zu NUL bytes and %zu invalid UTF-8 sequences in its first "
+                   "%zu bytes); it is tokenized as text anyway\n",
+                   path.c_str(), c.nul, c.invalid, c.checked);
   }
   std::vector<Document> docs;
   for (size_t s = 0; s < texts.size(); ++s)

@@ -120,6 +120,7 @@ int run_generate(Args& args) {
   }
   if (!stop_string_matched) std::fputs(detok.finish().text.c_str(), stdout);  // text held back for stop matching
   std::fputs("\n", stdout);
+  std::fflush(stdout);  // the text's last line ends before the statistics (stderr) start
   double total_s = timer.seconds();
   std::fprintf(stderr,
                "[generate] prompt %lld tokens (%.0f ms), generated %lld tokens at %.1f tok/s, finish: %s; KV cache %s, "

@@ -60,16 +60,21 @@ int main(int argc, char** argv) {
     }
     return 2;
   }
+  Args args("distllm " + name, std::vector<std::string>(words.begin() + static_cast<long>(consumed), words.end()));
+  // A command may fail on a value before it has read every flag: a mistyped flag
+  // is then the likelier cause, and said.
+  auto report = [&](const char* prefix, const char* what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s%s\n", prefix, what);
+    const std::string hint = args.unknown_flag_hint();
+    if (!hint.empty()) std::fprintf(stderr, "note: %s\n", hint.c_str());
+    return 1;
+  };
   try {
-    Args args("distllm " + name, std::vector<std::string>(words.begin() + static_cast<long>(consumed), words.end()));
     return it->second.run(args);
   } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return report("", e.what());
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: unexpected failure: %s\n", e.what());
-    return 1;
+    return report("unexpected failure: ", e.what());
   }
 }

@@ -99,8 +99,10 @@ int run_plan(Args& args) {
   if (in.pp != 1)
     std::printf("pipe:   %d micro-batches per step, %s schedule\n", in.micro_batches,
                 pipeline_schedule_name(in.pp_schedule));
-  std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n\n", rates.gemm_gflops,
+  std::printf("rates:  GEMM %.1f GFLOP/s per rank, bus bandwidth %.1f GB/s (%s)\n", rates.gemm_gflops,
               rates.busbw_gbs, rates.source.c_str());
+  std::printf("note:   times assume the ranks have their cores to themselves; on a busy host (other jobs, a "
+              "shared VM) steps run slower than estimated\n\n");
   // The first two columns as wide as their longest entry.
   int sw = 22, lw = 6;
   for (const plan::Estimate& e : rows) {

@@ -282,12 +282,10 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       train = std::make_unique<TokenDataset>(TokenDataset::open(*data, "train"));
       if (val_data) {
         val = std::make_unique<TokenDataset>(TokenDataset::open(*val_data, "val"));
-      } else if (is_directory(*data)) {
-        try {
-          val = std::make_unique<TokenDataset>(TokenDataset::open(*data, "val"));
-        } catch (const Error&) {
-          if (rank == 0) LOG_WARN("%s has no validation split; training without evaluation", data->c_str());
-        }
+      } else if (is_directory(*data) && TokenDataset::has_split(*data, "val")) {
+        val = std::make_unique<TokenDataset>(TokenDataset::open(*data, "val"));  // a broken val split is an error
+      } else if (is_directory(*data) && rank == 0) {
+        LOG_WARN("%s has no validation split; training without evaluation", data->c_str());
       }
       vocab_hint = static_cast<int>(train->vocab_size());
     }

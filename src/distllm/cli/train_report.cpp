@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
@@ -30,6 +33,35 @@ nlohmann::json rank_json(const std::vector<RankFigures>& ranks) {
   return a;
 }
 
+// Whether the output finally lands on a terminal. Open MPI hands its ranks a pty
+// even when `mpirun ... > log` writes to a file, so under a launcher (mpirun, srun)
+// the launcher's own stdout decides; when that cannot be read, no live line.
+bool output_reaches_a_terminal() {
+  if (!isatty(STDOUT_FILENO)) return false;
+  const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") ||
+                        std::getenv("PMI_RANK") || std::getenv("SLURM_PROCID");
+  if (!launched) return true;
+  // The nearest ancestor that is the launcher.
+  for (pid_t pid = getppid(); pid > 1;) {
+    const std::string dir = strprintf("/proc/%d", static_cast<int>(pid));
+    std::string comm = file_exists(dir + "/comm") ? read_file(dir + "/comm") : "";
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm == "mpirun" || comm == "mpiexec" || comm == "orterun" || comm == "prterun" || comm == "srun") {
+      char target[256] = {};
+      const ssize_t n = ::readlink((dir + "/fd/1").c_str(), target, sizeof target - 1);
+      if (n <= 0) return false;
+      const std::string sink(target, static_cast<size_t>(n));
+      return starts_with(sink, "/dev/pts/") || starts_with(sink, "/dev/tty");
+    }
+    const std::string stat = file_exists(dir + "/stat") ? read_file(dir + "/stat") : "";
+    const size_t close = stat.rfind(')');
+    int ppid = 0;
+    if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid) != 1) return false;
+    pid = ppid;
+  }
+  return false;
+}
+
 }  // namespace
 
 TrainReport::TrainReport(bool active, int64_t total_steps, int64_t log_every, const std::string& progress,
@@ -38,7 +70,7 @@ TrainReport::TrainReport(bool active, int64_t total_steps, int64_t log_every, co
       started_(now_seconds()) {
   DL_CHECK(progress == "auto" || progress == "on" || progress == "off", "--progress must be auto, on or off, got '%s'",
            progress.c_str());
-  live_ = active_ && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO)));
+  live_ = active_ && (progress == "on" || (progress == "auto" && output_reaches_a_terminal()));
   if (active_ && !metrics_file.empty()) {
     metrics_ = std::fopen(metrics_file.c_str(), "a");
     DL_CHECK(metrics_ != nullptr, "cannot open --metrics-file %s for appending", metrics_file.c_str());

@@ -8,6 +8,7 @@
 #include "distllm/kernels/gemm.h"
 #include "distllm/kernels/matmul.h"
 #include "distllm/kernels/linear_bi.h"
+#include "distllm/model/family.h"
 
 namespace distllm {
 namespace {
@@ -22,12 +23,14 @@ int run_version(Args& args) {
   std::printf("cpu: %s\n", cpu_feature_list().c_str());
   std::printf("isa: best %s, active %s (DISTLLM_ISA=scalar|avx2|avx512 caps it)\n", isa_name(best_isa()),
               isa_name(active));
-  std::printf("kernels: %s (training f32 GEMM: %s, DISTLLM_SGEMM=distllm|openblas chooses; bench gemm: own sgemm %s)\n",
-              isa_name(kernels), kernels::f32_gemm_path(), isa_name(active));
+  std::printf("training f32 GEMM: %s (DISTLLM_SGEMM=distllm|openblas chooses)\n", kernels::f32_gemm_path());
+  std::printf("elementwise kernels (norms, activations, attention, softmax, AdamW): %s%s\n", isa_name(kernels),
+              active > kernels ? " (they have no AVX-512 version)" : "");
   std::printf("training --compute-dtype bf16: %s\n",
               kernels::gemm_bf16_available() ? "available (vdpbf16ps GEMM)" : kernels::gemm_bf16_unavailable_reason());
   std::printf("decode linears: f32 %s, bf16 %s, int8 %s\n", isa_name(active), kernels::linear_bi_bf16_path(),
               kernels::linear_bi_q8_path());
+  std::printf("model families (config.json model_type): %s\n", supported_model_types().c_str());
   std::printf("threads: %d\n", available_cpus());
   return 0;
 }

@@ -11,25 +11,68 @@ namespace distllm {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+nlohmann::json read_manifest(const std::string& manifest) {
+  try {
+    return nlohmann::json::parse(read_file(manifest));
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(strprintf("%s: not valid JSON: %s", manifest.c_str(), e.what()));
+  }
+}
+
+}  // namespace
+
+bool TokenDataset::has_split(const std::string& path, const std::string& split) {
+  if (!is_directory(path)) return split == "train";
+  const std::string manifest = join_path(path, "manifest.json");
+  if (file_exists(manifest)) {
+    const nlohmann::json m = read_manifest(manifest);
+    auto shards = m.find("shards");
+    if (shards == m.end() || !shards->is_object()) return false;
+    auto list = shards->find(split);
+    return list != shards->end() && list->is_array() && !list->empty();
+  }
+  for (const auto& entry : fs::directory_iterator(path)) {
+    const std::string name = entry.path().filename().string();
+    if (starts_with(name, split + "_") && ends_with(name, ".tok")) return true;
+  }
+  return false;
+}
+
 TokenDataset TokenDataset::open(const std::string& path, const std::string& split) {
   DL_CHECK(file_exists(path), "%s: no such token file or directory", path.c_str());
   if (!is_directory(path)) return open_files({path});
+  if (split == "all") {
+    TokenDataset d = open(path, "train");
+    if (has_split(path, "val")) {
+      TokenDataset v = open(path, "val");
+      for (Shard& s : v.shards_) d.shards_.push_back(std::move(s));
+      d.total_ += v.total_;
+    }
+    d.origin_ = path + " (all splits)";
+    return d;
+  }
   std::vector<std::string> files;
   std::string manifest = join_path(path, "manifest.json");
+  uint32_t manifest_vocab = 0;
   if (file_exists(manifest)) {
-    nlohmann::json m;
-    try {
-      m = nlohmann::json::parse(read_file(manifest));
-    } catch (const nlohmann::json::exception& e) {
-      throw_error(strprintf("%s: not valid JSON: %s", manifest.c_str(), e.what()));
-    }
+    const nlohmann::json m = read_manifest(manifest);
     auto shards = m.find("shards");
     DL_CHECK(shards != m.end() && shards->is_object(), "%s: missing object 'shards'", manifest.c_str());
     auto list = shards->find(split);
     DL_CHECK(list != shards->end() && list->is_array(), "%s: no '%s' split", manifest.c_str(), split.c_str());
     for (const auto& f : *list) {
       DL_CHECK(f.is_string(), "%s: shard names must be strings", manifest.c_str());
-      files.push_back(join_path(path, f.get<std::string>()));
+      const std::string shard = join_path(path, f.get<std::string>());
+      DL_CHECK(file_exists(shard), "%s: the '%s' shard %s it lists is missing", manifest.c_str(), split.c_str(),
+               f.get<std::string>().c_str());
+      files.push_back(shard);
+    }
+    if (auto v = m.find("vocab_size"); v != m.end()) {
+      DL_CHECK(v->is_number_unsigned() && v->get<uint64_t>() > 0 && v->get<uint64_t>() <= (1u << 31),
+               "%s: 'vocab_size' must be a positive integer", manifest.c_str());
+      manifest_vocab = v->get<uint32_t>();
     }
   } else {
     for (const auto& entry : fs::directory_iterator(path)) {
@@ -41,6 +84,16 @@ TokenDataset TokenDataset::open(const std::string& path, const std::string& spli
   DL_CHECK(!files.empty(), "%s: no '%s' token shards found", path.c_str(), split.c_str());
   TokenDataset d = open_files(files);
   d.origin_ = path + " (" + split + ")";
+  if (manifest_vocab != 0) {
+    // Shards of another tokenizer than the manifest names would train a model of
+    // the wrong vocabulary without a word: their headers and ids must agree with it.
+    for (const Shard& s : d.shards_)
+      DL_CHECK(s.file->vocab_size() == 0 || s.file->vocab_size() == manifest_vocab,
+               "%s: written for a vocabulary of %u tokens, but %s says %u", s.name.c_str(), s.file->vocab_size(),
+               manifest.c_str(), manifest_vocab);
+    d.check_tokens_below(static_cast<int>(std::min<uint32_t>(manifest_vocab, INT32_MAX)));
+    d.vocab_size_ = manifest_vocab;
+  }
   return d;
 }
 

@@ -14,8 +14,11 @@ namespace distllm {
 class TokenDataset {
  public:
   // `path` is a token file, or a directory: with manifest.json, its `split` list
-  // ("train" or "val"); otherwise every <split>_*.tok file in name order.
+  // ("train", "val", or "all": both); otherwise every <split>_*.tok file in name order. A shard
+  // the manifest lists must exist, and agree with its vocab_size (header and ids).
   static TokenDataset open(const std::string& path, const std::string& split = "train");
+  // Whether `path` has a non-empty `split` (a token file has only "train").
+  static bool has_split(const std::string& path, const std::string& split);
   static TokenDataset open_files(const std::vector<std::string>& files);
   static TokenDataset from_tokens(std::vector<uint32_t> tokens, uint32_t vocab_size, std::string origin);
 

@@ -76,6 +76,7 @@ void TokenFile::read(uint64_t begin, uint64_t n, int32_t* out) const {
 }
 
 uint32_t TokenFile::max_token() const {
+  if (max_token_ >= 0) return static_cast<uint32_t>(max_token_);
   constexpr int64_t kChunk = 1 << 20;
   int64_t n = static_cast<int64_t>(header_.count);
   int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -87,6 +88,7 @@ uint32_t TokenFile::max_token() const {
   });
   uint32_t m = 0;
   for (uint32_t p : partial) m = std::max(m, p);
+  max_token_ = m;
   return m;
 }
 

@@ -45,13 +45,14 @@ class TokenFile {
   uint32_t at(uint64_t i) const;
   // Copies tokens [begin, begin + n) into out as int32.
   void read(uint64_t begin, uint64_t n, int32_t* out) const;
-  // Largest token id in the file (scanned in parallel).
+  // Largest token id in the file (scanned in parallel once, then remembered).
   uint32_t max_token() const;
 
  private:
   MappedFile file_;
   TokenFileHeader header_;
   const uint8_t* tokens_ = nullptr;
+  mutable int64_t max_token_ = -1;  // -1 until scanned
 };
 
 // Writes a token file atomically. Picks uint16 when vocab_size <= 65536.
