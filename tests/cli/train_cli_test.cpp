@@ -95,6 +95,13 @@ TEST_F(TrainCli, BadInputNamesTheProblem) {
       {"--batch eight", "error: --batch expects an integer, got 'eight'"},
       {"--lr -1", "error: learning rate must be positive, got -1"},
       {"--seq 4096 --preset gpt2-tiny", "error: sequence length 4096 exceeds the model's context (1024)"},
+      // Sizes are checked before anything is allocated: by their bounds, then by
+      // the memory the run needs (a tiny model with a huge batch).
+      {"--batch 3000000000", "error: --batch = 3000000000 is larger than the maximum 1048576"},
+      {"--grad-accum 1000000000", "error: --grad-accum = 1000000000 is larger than the maximum 65536"},
+      {"--eval-batches 1000000000", "error: --eval-batches = 1000000000 is larger than the maximum 1048576"},
+      {"--batch 0", "error: --batch must be at least 1, got 0"},
+      {"--batch 100000 --seq 64 --memory-gb 8", "GB per rank (parameters"},
   };
   for (const auto& c : cases) {
     auto r = run_distllm(std::string("train") + t + " --steps 1 " + c.args);
@@ -162,6 +169,27 @@ TEST_F(TrainCli, DataFoldersThatDoNotHoldTogetherAreRefused) {
   EXPECT_NE(binary.output.find("warning: /bin/ls looks like a binary file"), std::string::npos) << binary.output;
   auto text = run_distllm("data prepare --tokenizer bytes --input " + path("text.txt") + " --out " + path("text"));
   EXPECT_EQ(text.output.find("binary"), std::string::npos) << text.output;
+}
+
+// --time-limit ends the run saying so, with a summary, and the learning rate has
+// decayed to its minimum when the time is up (the schedule follows the clock too).
+TEST_F(TrainCli, TimeLimitSaysWhyAndTheScheduleEndsOnTime) {
+  auto r = run_distllm(std::string("train --text ") + path("text.txt") + " " + kTinyModel +
+                       " --batch 2 --seq 16 --steps 1000000 --time-limit 1.5 --lr 1e-3 --log-every 100000 --threads 1"
+                       " --metrics-file " + path("m.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("done: stopped after step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" of 1000000: the --time-limit of 1.5 s was reached: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("validation loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("metrics: " + path("m.jsonl")), std::string::npos) << r.output;
+  // The last step's learning rate is the minimum (lr / 10), though far fewer than
+  // --steps ran.
+  std::string last_step;
+  for (const std::string& line : split_lines(read_file(path("m.jsonl"))))
+    if (line.find("\"type\":\"step\"") != std::string::npos) last_step = line;
+  const size_t lr = last_step.find("\"lr\":");
+  ASSERT_NE(lr, std::string::npos) << last_step;
+  EXPECT_NEAR(std::stod(last_step.substr(lr + 5)), 1e-4, 1e-12) << last_step;
 }
 
 TEST_F(TrainCli, DivergenceStopsWithAMessage) {

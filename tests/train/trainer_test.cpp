@@ -209,6 +209,11 @@ TEST(LrSchedule, WarmupCosineAndFloor) {
   EXPECT_NEAR(s.at(9), 0.55, 1e-12);  // halfway through the cosine
   EXPECT_DOUBLE_EQ(s.at(14), 0.1);
   EXPECT_DOUBLE_EQ(s.at(100), 0.1);
+  // A time budget half used decays as far as half the steps do; used up, to the floor.
+  EXPECT_NEAR(s.at(5, 0.5), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(s.at(9, 0.1), s.at(9));  // the steps are further along than the clock
+  EXPECT_DOUBLE_EQ(s.at(6, 1.0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(2, 0.9), 0.75);  // warmup follows the steps only
   s.kind = "linear";
   EXPECT_THROW(s.validate(), Error);
 }

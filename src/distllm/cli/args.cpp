@@ -120,6 +120,13 @@ int64_t Args::get_int(const std::string& name, int64_t fallback, const std::stri
   return parsed;
 }
 
+int Args::get_int_in(const std::string& name, int fallback, int min, int max, const std::string& help) {
+  const int64_t v = get_int(name, fallback, help);
+  DL_CHECK(v >= min, "--%s must be at least %d, got %lld", name.c_str(), min, (long long)v);
+  DL_CHECK(v <= max, "--%s = %lld is larger than the maximum %d", name.c_str(), (long long)v, max);
+  return static_cast<int>(v);
+}
+
 double Args::get_double(const std::string& name, double fallback, const std::string& help) {
   const Seen* s = lookup(name, help, strprintf("%g", fallback));
   if (!s) return fallback;

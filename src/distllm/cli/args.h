@@ -22,6 +22,8 @@ class Args {
   std::optional<std::string> get_optional(const std::string& name, const std::string& help);
   std::string get_required(const std::string& name, const std::string& help);
   int64_t get_int(const std::string& name, int64_t fallback, const std::string& help);
+  // An int in [min, max]; a value outside is refused naming the bound it passes.
+  int get_int_in(const std::string& name, int fallback, int min, int max, const std::string& help);
   double get_double(const std::string& name, double fallback, const std::string& help);
   bool get_flag(const std::string& name, const std::string& help);
   // A flag that may repeat or take several values: `--input a b c` or `--input a --input b`.

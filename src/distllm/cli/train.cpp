@@ -19,6 +19,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/cli/world_command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/cli/train_fit.h"
 #include "distllm/cli/train_report.h"
 #include "distllm/comm/errors.h"
 #include "distllm/comm/text_collectives.h"
@@ -196,15 +197,15 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   auto init_from = args.get_optional("init-from", "start from this Hugging Face model directory");
 
   TrainOptions o;
-  o.batch = static_cast<int>(args.get_int("batch", 8, "sequences per micro-batch, per rank"));
-  o.seq_len = static_cast<int>(args.get_int("seq", 256, "tokens per sequence"));
-  o.grad_accum = static_cast<int>(args.get_int("grad-accum", 1, "micro-batches per optimizer step"));
-  o.micro_batches = static_cast<int>(
-      args.get_int("micro-batches", 1, "pipeline parallelism (--mesh pp=P): micro-batches of --batch per step"));
+  o.batch = args.get_int_in("batch", 8, 1, TrainOptions::kMaxBatch, "sequences per micro-batch, per rank");
+  o.seq_len = args.get_int_in("seq", 256, 1, ModelConfig::kMaxPositions, "tokens per sequence");
+  o.grad_accum = args.get_int_in("grad-accum", 1, 1, TrainOptions::kMaxMicroSteps, "micro-batches per optimizer step");
+  o.micro_batches = args.get_int_in("micro-batches", 1, 1, TrainOptions::kMaxMicroSteps,
+                                    "pipeline parallelism (--mesh pp=P): micro-batches of --batch per step");
   o.pipeline_schedule = parse_pipeline_schedule(
       args.get_string("pp-schedule", "1f1b", "pipeline parallelism: gpipe | 1f1b | interleaved (see docs/parallelism.md)"));
-  o.virtual_stages = static_cast<int>(args.get_int(
-      "virtual-stages", 1, "with --pp-schedule interleaved: model chunks per pipeline stage (V >= 2)"));
+  o.virtual_stages = args.get_int_in("virtual-stages", 1, 1, ModelConfig::kMaxLayers,
+                                     "with --pp-schedule interleaved: model chunks per pipeline stage (V >= 2)");
   o.steps = args.get_int("steps", 100, "optimizer steps");
   o.schedule.max_lr = args.get_double("lr", 6e-4, "peak learning rate");
   o.schedule.min_lr = args.get_double("min-lr", -1, "final learning rate (default lr/10)");
@@ -217,7 +218,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   o.adamw.grad_clip = args.get_double("clip", 1.0, "max global gradient norm (0: off)");
   o.seed = static_cast<uint64_t>(args.get_int("seed", 1337, "seed for initialisation and data order"));
   o.eval_every = args.get_int("eval-every", 0, "evaluate every N steps (0: at start and end only)");
-  o.eval_batches = static_cast<int>(args.get_int("eval-batches", 8, "validation batches per evaluation (per rank)"));
+  o.eval_batches = args.get_int_in("eval-batches", 8, 1, TrainOptions::kMaxEvalBatches,
+                                   "validation batches per evaluation (per rank)");
   o.time_limit_seconds = args.get_double("time-limit", 0, "stop after this many seconds of training (0: none)");
   o.checkpointing = ActivationCheckpointing::parse(args.get_string(
       "activation-checkpointing", "none", "none | all | every:K: keep only these layers' inputs, recompute in backward"));
@@ -246,8 +248,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       args.get_string("reshard-after-forward", "true", "zero3/hsdp: free gathered parameters after forward"));
   pc.prefetch = !args.get_flag("no-prefetch", "zero3/hsdp: do not gather the next group ahead of use");
   pc.check_replicas = args.get_flag("check-replicas", "debug: check replicated parameters are identical after every step");
-  pc.shard_size = static_cast<int>(args.get_int("shard-size", 0, "hsdp: ranks per shard group (default: ranks per host)"));
-  double memory_gb = args.get_double("memory-gb", 0, "--strategy auto: memory per rank (default: the host's share)");
+  pc.shard_size = args.get_int_in("shard-size", 0, 0, 1 << 20, "hsdp: ranks per shard group (default: ranks per host)");
+  double memory_gb = args.get_double("memory-gb", 0, "memory per rank: the run is refused when it needs more, and "
+                                     "--strategy auto picks what fits (default: the host's share)");
 
   CheckpointOptions ck;
   ck.dir = args.get_string("checkpoint-dir", "", "write checkpoints (sharded, atomic) into this directory");
@@ -255,7 +258,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   ck.resume = args.get_string("resume", "", "auto (the newest good checkpoint in --checkpoint-dir, if any) or a step "
                                             "directory; under Slurm a requeued job (SLURM_RESTART_COUNT >= 1) resumes "
                                             "automatically");
-  ck.retention.keep_last = static_cast<int>(args.get_int("keep-last", 3, "checkpoints to keep (the newest)"));
+  ck.retention.keep_last = args.get_int_in("keep-last", 3, 0, 1 << 20, "checkpoints to keep (the newest)");
   ck.retention.keep_every = args.get_int("keep-every", 0, "also keep every checkpoint whose step is a multiple of M");
   ck.async = parse_bool("checkpoint-async", args.get_string("checkpoint-async", "true",
                                                             "write checkpoints in the background (true|false)"));
@@ -347,6 +350,31 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
            "--micro-batches %d needs pipeline parallelism (--mesh pp=P); use --grad-accum otherwise", o.micro_batches);
   if (groups.pipeline.active())
     check_pipeline_schedule(o.pipeline_schedule, groups.pipeline.layers.stages, o.micro_batches, o.virtual_stages);
+  DL_CHECK(o.seq_len <= cfg.max_position, "sequence length %d exceeds the model's context (%d)", o.seq_len,
+           cfg.max_position);
+  {
+    // What the run will hold, against this rank's share of the host, before any of it is allocated.
+    plan::PlanInput in;
+    in.model = cfg;
+    in.world = world_size;
+    in.tp = groups.plan ? groups.plan->size() : 1;
+    in.pp = groups.pipeline.active() ? groups.pipeline.layers.stages : 1;
+    in.cp = groups.cp_comm ? groups.cp_comm->size() : 1;
+    in.sequence_parallel = sequence_parallel;
+    in.hosts = world ? world->num_hosts() : 1;
+    in.batch = o.batch;
+    in.seq = o.seq_len;
+    in.grad_accum = o.grad_accum;
+    in.micro_batches = o.micro_batches;
+    in.pp_schedule = o.pipeline_schedule;
+    in.virtual_stages = o.virtual_stages;
+    in.parallel = pc;
+    in.checkpointing = o.checkpointing;
+    const int64_t micro = groups.pipeline.active() ? o.micro_batches : o.grad_accum;
+    const int64_t batch_bytes = int64_t{16} * o.batch * o.seq_len * micro;  // tokens and targets, and their cp blocks
+    check_run_fits(in, memory_gb > 0 ? memory_gb * 1e9 : static_cast<double>(usable_memory_bytes()) / ranks_here,
+                   ranks_here, batch_bytes);
+  }
   DataParallel dp(cfg, pc, o.adamw, groups.data_parallel, groups.tensor_parallel(), groups.context_parallel(),
                   groups.pipeline);
   if (init_from) {
@@ -386,6 +414,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
     std::fflush(stdout);
   }
 
+  const int64_t requested_steps = o.steps;
   TrainReport report(lead, o.steps, log_every, progress, metrics_file, tokens_per_step);
   report.run_info(strprintf("%s on %d rank%s (%s, %s compute)", cfg.describe().c_str(), world_size,
                             world_size == 1 ? "" : "s", strategy_name(pc.strategy),
@@ -476,6 +505,20 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       std::printf("saved %s%s\n", out->c_str(), tok ? " (with tokenizer.json)" : "");
     }
   }
+  // Why it ended, what it reached, and where its outputs are.
+  const std::string why =
+      trainer.stopped_by_time_limit()
+          ? strprintf("stopped after step %lld of %lld: the --time-limit of %g s was reached",
+                      (long long)trainer.steps_done(), (long long)requested_steps, o.time_limit_seconds)
+          : strprintf("all %lld steps done", (long long)trainer.steps_done());
+  std::vector<std::string> outputs;
+  if (out) outputs.push_back("model: " + *out);
+  if (!plot_path.empty()) outputs.push_back("loss curve: " + plot_path);
+  if (!metrics_file.empty()) outputs.push_back("metrics: " + metrics_file);
+  if (checkpoints.enabled()) outputs.push_back("checkpoints: " + ck.dir);
+  std::string listed;
+  for (const std::string& o_ : outputs) listed += (listed.empty() ? "" : " | ") + o_;
+  report.finish(trainer.steps_done(), why, listed);
   return 0;
 }
 

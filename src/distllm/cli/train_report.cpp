@@ -186,6 +186,27 @@ void TrainReport::eval(int64_t step, double val_loss, const std::vector<RankFigu
   }
 }
 
+void TrainReport::finish(int64_t steps_done, const std::string& why, const std::string& outputs) {
+  if (!active_) return;
+  end_live_line();
+  const double elapsed = now_seconds() - started_;
+  const double tokens = tokens_per_step_ * static_cast<double>(steps_done);
+  std::string losses;
+  if (!curve_.train.empty()) losses += strprintf("; train loss %.4f", curve_.train.back().loss);
+  if (!curve_.val.empty()) {
+    const LossPoint* best = &curve_.val.front();
+    for (const LossPoint& p : curve_.val)
+      if (p.loss < best->loss) best = &p;
+    losses += strprintf("; validation loss %.4f at step %lld (best %.4f at step %lld)", curve_.val.back().loss,
+                        (long long)curve_.val.back().step, best->loss, (long long)best->step);
+  }
+  std::printf("done: %s: %lld step%s, %.0f tokens in %s (%.0f tok/s)%s\n", why.c_str(), (long long)steps_done,
+              steps_done == 1 ? "" : "s", tokens, human_time(elapsed).c_str(),
+              elapsed > 0 ? tokens / elapsed : 0.0, losses.c_str());
+  if (!outputs.empty()) std::printf("%s\n", outputs.c_str());
+  std::fflush(stdout);
+}
+
 std::string TrainReport::write_plot(const std::string& path) {
   if (!active_ || (curve_.train.empty() && curve_.val.empty())) return "";
   write_file_atomic(path, loss_curve_svg(curve_));

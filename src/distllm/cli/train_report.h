@@ -36,6 +36,11 @@ class TrainReport {
   std::string bubble_summary() const;
   // Writes the loss curve (SVG) and returns its path ("" when nothing was logged).
   std::string write_plot(const std::string& path);
+  // The end of the run in two lines: why it stopped (`why`: "all 200 steps done",
+  // "the --time-limit of 330 s was reached", ...), steps, tokens, time, the last
+  // train and the last and best validation loss; then where its outputs are
+  // (`outputs`, e.g. "model: DIR | loss curve: FILE").
+  void finish(int64_t steps_done, const std::string& why, const std::string& outputs);
 
  private:
   bool active_;

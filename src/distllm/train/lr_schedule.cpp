@@ -1,16 +1,18 @@
 #include "distllm/train/lr_schedule.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "distllm/base/error.h"
 
 namespace distllm {
 
-double LrSchedule::at(int64_t step) const {
+double LrSchedule::at(int64_t step, double time_fraction) const {
   if (step < warmup_steps) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   if (kind == "constant") return max_lr;
-  if (step >= total_steps) return min_lr;
+  if (step >= total_steps || time_fraction >= 1.0) return min_lr;
   double p = static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps);
+  p = std::max(p, time_fraction);
   return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * p));
 }
 

@@ -23,12 +23,19 @@ double mean_of_batch_means(const std::vector<double>& sums, int batches) {
 
 void TrainOptions::validate() const {
   DL_CHECK(batch > 0, "batch size must be positive, got %d", batch);
+  DL_CHECK(batch <= kMaxBatch, "batch size %d is larger than the maximum %d", batch, kMaxBatch);
   DL_CHECK(seq_len > 0, "sequence length must be positive, got %d", seq_len);
   DL_CHECK(grad_accum > 0, "gradient accumulation steps must be positive, got %d", grad_accum);
+  DL_CHECK(grad_accum <= kMaxMicroSteps, "%d gradient accumulation steps is more than the maximum %d", grad_accum,
+           kMaxMicroSteps);
   DL_CHECK(micro_batches > 0, "--micro-batches must be positive, got %d", micro_batches);
+  DL_CHECK(micro_batches <= kMaxMicroSteps, "--micro-batches %d is more than the maximum %d", micro_batches,
+           kMaxMicroSteps);
   DL_CHECK(steps > 0, "steps must be positive, got %lld", (long long)steps);
   DL_CHECK(eval_every >= 0, "eval interval must be >= 0, got %lld", (long long)eval_every);
   DL_CHECK(eval_batches > 0, "eval batches must be positive, got %d", eval_batches);
+  DL_CHECK(eval_batches <= kMaxEvalBatches, "%d eval batches is more than the maximum %d", eval_batches,
+           kMaxEvalBatches);
   DL_CHECK(time_limit_seconds >= 0, "time limit must be >= 0, got %g", time_limit_seconds);
   schedule.validate();
   adamw.validate();
@@ -119,19 +126,29 @@ StepStats Trainer::step() {
   // One all-reduce for the loss and the stop decision (the time limit is rank 0's
   // clock, so every rank stops after the same step).
   if (pipeline_) loss_sum = pipeline_step(valid);
+  // The time budget is one clock's (the first stage's data-parallel rank 0), so every
+  // rank stops after the same step and follows the same learning rate; the tensor-
+  // parallel ranks of that stage take the latest of their clocks.
   double stats[3] = {loss_sum, 0.0, 0.0};
-  if (dp.rank() == 0 && options_.time_limit_seconds > 0 && now_seconds() - started_ > options_.time_limit_seconds)
-    stats[1] = 1.0;
+  const bool clock = dp.rank() == 0 && (!pipeline_ || engine_->pipeline().layers.first());
+  if (clock && options_.time_limit_seconds > 0)
+    stats[1] = (now_seconds() - started_) / options_.time_limit_seconds;
   if (options_.stop_requested && options_.stop_requested->load()) stats[2] = 1.0;
   dp.allreduce_sum(stats, 3);
-  // The last stage has the loss; each stage's rank 0 its clock: all see the sums.
+  // The last stage has the loss; the first stage the clock: all see the sums.
   if (pipeline_) pipeline_->sum_over_stages(stats, 3);
+  if (const TensorParallel& tp = engine_->tensor_parallel(); tp.active()) {
+    float shared[2] = {static_cast<float>(stats[1]), static_cast<float>(stats[2])};
+    tp.comm->allreduce_max(shared, 2);
+    stats[1] = shared[0], stats[2] = shared[1];
+  }
+  const double time_used = stats[1];
   // A pipeline's loss is already the whole batch's mean (see pipeline_step).
   const double loss = pipeline_ ? stats[0] : stats[0] / K;
   DL_CHECK(std::isfinite(loss), "loss became %s at step %lld: training diverged; lower the learning rate (%g) or check "
            "the data",
-           std::isnan(loss) ? "NaN" : "infinite", (long long)step_ + 1, options_.schedule.at(step_));
-  const double lr = options_.schedule.at(step_);
+           std::isnan(loss) ? "NaN" : "infinite", (long long)step_ + 1, options_.schedule.at(step_, time_used));
+  const double lr = options_.schedule.at(step_, time_used);
   OptimizerResult opt = dp.optimizer_step(lr);
   DL_CHECK(std::isfinite(opt.grad_norm), "gradient norm became %s at step %lld: training diverged",
            std::isnan(opt.grad_norm) ? "NaN" : "infinite", (long long)step_ + 1);
@@ -148,7 +165,10 @@ StepStats Trainer::step() {
     s.stage_bubbles = pipeline_->stage_bubbles();
     s.ideal_bubble = pipeline_->ideal_bubble();
   }
-  if (stats[1] > 0) options_.steps = step_;  // time limit: this was the last step
+  if (time_used >= 1.0) {  // the time limit: this was the last step
+    options_.steps = step_;
+    stopped_by_time_limit_ = true;
+  }
   if (stats[2] > 0) {
     s.stop_requested = stopped_by_request_ = true;
     options_.steps = step_;

@@ -25,6 +25,12 @@
 namespace distllm {
 
 struct TrainOptions {
+  // Bounds far above any run that fits a machine, so that an absurd value is named
+  // rather than left to the allocator (the memory a run needs is checked apart).
+  static constexpr int kMaxBatch = 1 << 20;
+  static constexpr int kMaxMicroSteps = 1 << 16;  // grad_accum, micro_batches
+  static constexpr int kMaxEvalBatches = 1 << 20;
+
   int batch = 8;  // sequences per micro-batch, per rank
   int seq_len = 256;
   int grad_accum = 1;
@@ -102,6 +108,7 @@ class Trainer {
   uint64_t sampler_position_at(uint64_t sequences) const;
   // True when the last step ended early because of a stop request.
   bool stopped_by_request() const { return stopped_by_request_; }
+  bool stopped_by_time_limit() const { return stopped_by_time_limit_; }
   BatchSampler& sampler() { return *sampler_; }
   DataParallel& engine() { return *engine_; }
   AdamW& optimizer() { return engine_->optimizer(); }
@@ -128,6 +135,7 @@ class Trainer {
   int64_t step_ = 0;
   double started_ = 0;
   bool stopped_by_request_ = false;
+  bool stopped_by_time_limit_ = false;
 
   void init(const TokenDataset& train, const TokenDataset* val);
   int micro_steps() const { return pipeline_ ? options_.micro_batches : options_.grad_accum; }
