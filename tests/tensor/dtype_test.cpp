@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "distllm/base/error.h"
 #include "distllm/base/rng.h"
@@ -89,6 +91,31 @@ TEST(DType, RoundingMatchesAReferenceOnRandomFloats) {
       }
     }
   }
+}
+
+TEST(DType, FirstNonFiniteFindsTheFirstNaNOrInfinityInEveryFloatDtype) {
+  const size_t n = 300000;  // several parallel chunks
+  std::vector<float> f32(n, 1.5f);
+  std::vector<double> f64(n, -2.0);
+  std::vector<uint16_t> bf16(n, f32_to_bf16(3.0f)), f16(n, f32_to_f16(3.0f));
+  EXPECT_EQ(first_non_finite(DType::kF32, f32.data(), n), -1);
+  EXPECT_EQ(first_non_finite(DType::kF64, f64.data(), n), -1);
+  EXPECT_EQ(first_non_finite(DType::kBF16, bf16.data(), n), -1);
+  EXPECT_EQ(first_non_finite(DType::kF16, f16.data(), n), -1);
+  f32[200001] = std::numeric_limits<float>::infinity();
+  f32[250000] = std::nanf("");
+  f64[7] = -std::numeric_limits<double>::infinity();
+  bf16[123456] = f32_to_bf16(std::nanf(""));
+  f16[299999] = f32_to_f16(1e9f);  // overflows f16's range: infinity
+  EXPECT_EQ(first_non_finite(DType::kF32, f32.data(), n), 200001);
+  EXPECT_EQ(first_non_finite(DType::kF64, f64.data(), n), 7);
+  EXPECT_EQ(first_non_finite(DType::kBF16, bf16.data(), n), 123456);
+  EXPECT_EQ(first_non_finite(DType::kF16, f16.data(), n), 299999);
+  // The largest finite values are finite.
+  const float big = std::numeric_limits<float>::max();
+  EXPECT_EQ(first_non_finite(DType::kF32, &big, 1), -1);
+  const std::vector<int32_t> ints(10, -1);
+  EXPECT_EQ(first_non_finite(DType::kI32, ints.data(), ints.size()), -1);
 }
 
 }  // namespace

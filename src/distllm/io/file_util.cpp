@@ -1,5 +1,7 @@
 #include "distllm/io/file_util.h"
 
+#include "distllm/io/mapping_guard.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -123,6 +125,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     throw_error(strprintf("%s: not a regular file", path.c_str()));
   }
   size_ = static_cast<size_t>(st.st_size);
+  dev_ = static_cast<uint64_t>(st.st_dev);
+  ino_ = static_cast<uint64_t>(st.st_ino);
+  mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -131,6 +136,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       throw_error(strprintf("%s: mmap failed: %s", path.c_str(), std::strerror(err)));
     }
     data_ = static_cast<const uint8_t*>(p);
+    guard_ = mapping_guard::add(data_, size_);
   }
   ::close(fd);
 }
@@ -138,13 +144,21 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 MappedFile::~MappedFile() { release(); }
 
 void MappedFile::release() {
+  mapping_guard::release(guard_);
+  guard_ = -1;
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    : path_(std::move(o.path_)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      guard_(std::exchange(o.guard_, -1)),
+      dev_(o.dev_),
+      ino_(o.ino_),
+      mtime_ns_(o.mtime_ns_) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
@@ -152,8 +166,25 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     path_ = std::move(o.path_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    guard_ = std::exchange(o.guard_, -1);
+    dev_ = o.dev_, ino_ = o.ino_, mtime_ns_ = o.mtime_ns_;
   }
   return *this;
+}
+
+bool MappedFile::changed() const {
+  if (mapping_guard::faulted(guard_)) return true;
+  struct stat st;
+  if (path_.empty() || ::stat(path_.c_str(), &st) != 0) return false;  // removed: the mapping keeps the old file
+  if (static_cast<uint64_t>(st.st_dev) != dev_ || static_cast<uint64_t>(st.st_ino) != ino_) return false;
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return static_cast<size_t>(st.st_size) != size_ || mtime != mtime_ns_;
+}
+
+void MappedFile::check_unchanged(const char* what) const {
+  DL_CHECK(!changed(), "%s changed while %s was being read from it (rewritten in place?); it was not used — write "
+           "new files beside the old ones and rename them into place",
+           path_.c_str(), what);
 }
 
 }  // namespace distllm

@@ -30,6 +30,8 @@ void make_directories(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);
 
 // A read-only private mapping of a whole file (empty files map to an empty view).
+// A file rewritten or truncated in place while mapped never crashes the process
+// (mapping_guard.h); changed() then says the bytes read may not be the file's.
 class MappedFile {
  public:
   MappedFile() = default;
@@ -43,11 +45,21 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // True when the file was modified in place since it was mapped (its size or
+  // modification time changed, or a read faulted past its new end). A file replaced
+  // by a rename is not: the mapping still holds the old one, whole.
+  bool changed() const;
+  // Throws "PATH changed while it was being read (...)" when changed(); `what` says
+  // what was being read.
+  void check_unchanged(const char* what) const;
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int guard_ = -1;  // mapping_guard slot
+  uint64_t dev_ = 0, ino_ = 0;
+  int64_t mtime_ns_ = 0;
   void release();
 };
 

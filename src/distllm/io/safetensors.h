@@ -41,6 +41,10 @@ class SafetensorsFile {
   const TensorInfo& get(std::string_view name) const;  // throws if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
+  // Throws when the file was rewritten in place since it was mapped (MappedFile::changed).
+  void check_unchanged() const {
+    if (file_) file_->check_unchanged("a checkpoint");
+  }
   // The tensor's raw bytes, pointing into the mapping (no copy).
   std::span<const uint8_t> bytes(const TensorInfo& t) const;
   // Converts any numeric dtype (F16/BF16/F64 and integers included) to f32.

@@ -143,7 +143,13 @@ std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
     }
   }
   mapped->files = std::move(opened);  // the vector's buffer moves: the mappings and infos stay put
-  return std::make_shared<const ModelWeights>(cfg, std::move(refs), std::move(mapped));
+  const Mapped* held = mapped.get();
+  auto weights = std::make_shared<const ModelWeights>(cfg, std::move(refs), std::move(mapped), [held] {
+    for (const SafetensorsFile& f : held->files) f.check_unchanged();
+  });
+  weights->check_finite(dir);
+  weights->check_source();
+  return weights;
 }
 
 ShardIndex parse_shard_index(const std::string& text, const std::string& origin) {

@@ -138,6 +138,7 @@ void InferenceModel::build(const ModelWeights& w) {
                         [&](int64_t n0, int count, float* rows) { w.read_f32(head + n0 * C, int64_t{count} * C, rows); },
                         weight_dtype_);
   if (block.rotary()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
+  w.check_source();  // what was packed is what the files held throughout
 }
 
 size_t InferenceModel::packed_weight_bytes() const {

@@ -1,6 +1,7 @@
 #include "distllm/model/model_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "distllm/base/error.h"
@@ -9,8 +10,12 @@
 namespace distllm {
 
 ModelWeights::ModelWeights(const ModelConfig& config, std::vector<TensorRef> tensors,
-                           std::shared_ptr<const void> keep_alive)
-    : config_(config), layout_(config), tensors_(std::move(tensors)), keep_alive_(std::move(keep_alive)) {
+                           std::shared_ptr<const void> keep_alive, std::function<void()> source_check)
+    : config_(config),
+      layout_(config),
+      tensors_(std::move(tensors)),
+      keep_alive_(std::move(keep_alive)),
+      source_check_(std::move(source_check)) {
   DL_CHECK(tensors_.size() == layout_.tensors().size(), "model weights: %zu tensors given, the layout has %zu",
            tensors_.size(), layout_.tensors().size());
   for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -85,7 +90,23 @@ std::unique_ptr<Transformer> ModelWeights::to_transformer() const {
     const ParamTensor& t = ts[static_cast<size_t>(i)];
     read_f32(t.offset, t.numel, model->params() + t.offset);
   });
+  check_source();
   return model;
+}
+
+void ModelWeights::check_finite(const std::string& origin) const {
+  const std::vector<ParamTensor>& ts = layout_.tensors();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const int64_t at = first_non_finite(tensors_[i].dtype, tensors_[i].data, static_cast<size_t>(ts[i].numel));
+    if (at < 0) continue;
+    float value = 0;
+    convert_to_f32(tensors_[i].dtype, static_cast<const uint8_t*>(tensors_[i].data) + at * dtype_size(tensors_[i].dtype),
+                   &value, 1);
+    throw_error(strprintf("%s: tensor '%s' holds %s at element %lld: the model's weights must be finite (a diverged "
+                          "or corrupted checkpoint?)",
+                          origin.c_str(), ts[i].name.c_str(), std::isnan(value) ? "NaN" : "an infinity",
+                          (long long)at));
+  }
 }
 
 }  // namespace distllm

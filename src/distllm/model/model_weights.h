@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distllm/model/config.h"
@@ -25,8 +27,10 @@ struct TensorRef {
 class ModelWeights {
  public:
   // `tensors`: one per layout.tensors() entry, in that order; `keep_alive` owns the
-  // memory they point into (a mapping, a Transformer).
-  ModelWeights(const ModelConfig& config, std::vector<TensorRef> tensors, std::shared_ptr<const void> keep_alive);
+  // memory they point into (a mapping, a Transformer). `source_check`, when given,
+  // throws if the memory stopped being what it was (a mapped file rewritten in place).
+  ModelWeights(const ModelConfig& config, std::vector<TensorRef> tensors, std::shared_ptr<const void> keep_alive,
+               std::function<void()> source_check = nullptr);
   // A flat f32 buffer in `layout` (a Transformer's, a shard's): no copy.
   ModelWeights(const ModelConfig& config, const ParamLayout& layout, const float* params,
                std::shared_ptr<const void> keep_alive);
@@ -49,12 +53,23 @@ class ModelWeights {
   // The whole model in f32 (a copy, even when flat).
   std::unique_ptr<Transformer> to_transformer() const;
 
+  // Throws naming the tensor and element when a weight is NaN or infinite: such a
+  // model is refused when it is loaded, not by the requests that touch it. One
+  // parallel pass over the weights in their own dtype.
+  void check_finite(const std::string& origin) const;
+  // After reading the weights (packing them, widening them): throws when the
+  // source changed underneath meanwhile (see the constructor); a no-op otherwise.
+  void check_source() const {
+    if (source_check_) source_check_();
+  }
+
  private:
   ModelConfig config_;
   ParamLayout layout_;
   std::vector<TensorRef> tensors_;
   const float* flat_ = nullptr;
   std::shared_ptr<const void> keep_alive_;
+  std::function<void()> source_check_;
 };
 
 }  // namespace distllm

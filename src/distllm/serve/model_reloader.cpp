@@ -71,6 +71,7 @@ ReloadOutcome ModelReloader::reload_locked(const std::string& trigger) {
       if (kind() == WatchedKind::kCheckpointDir) {
         DL_CHECK(config_.load_checkpoint != nullptr, "no checkpoint loader");
         b.weights = ModelWeights::of(config_.load_checkpoint(dir));  // the serving tokenizer and stop ids go on
+        b.weights->check_finite(dir);
         if (b.weights->config().vocab_size < serving_.vocab_size())
           throw Refused(strprintf("its vocabulary has %d tokens but the serving tokenizer has %d",
                                   b.weights->config().vocab_size, serving_.vocab_size()),

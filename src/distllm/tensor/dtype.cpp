@@ -1,8 +1,11 @@
 #include "distllm/tensor/dtype.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "distllm/base/error.h"
+#include "distllm/base/parallel.h"
 #include "distllm/base/strings.h"
 
 namespace distllm {
@@ -175,6 +178,44 @@ void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
     case DType::kF16: { auto p = static_cast<uint16_t*>(dst); for (size_t i = 0; i < n; ++i) p[i] = f32_to_f16(src[i]); return; }
     case DType::kBF16: { auto p = static_cast<uint16_t*>(dst); for (size_t i = 0; i < n; ++i) p[i] = f32_to_bf16(src[i]); return; }
     default: throw_error(strprintf("cannot convert f32 to %s", std::string(dtype_name(to)).c_str()));
+  }
+}
+
+namespace {
+
+// First element of [0, n) whose exponent bits are all ones (NaN or infinity): chunks
+// are tested with a branch-free OR (vectorised), only a hit chunk is searched.
+template <typename Bits>
+int64_t first_all_ones_exponent(const Bits* x, size_t n, Bits exponent) {
+  constexpr size_t kChunk = size_t{1} << 16;
+  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+  std::atomic<int64_t> first{INT64_MAX};
+  parallel_for(0, chunks, [&](int64_t c) {
+    const size_t lo = static_cast<size_t>(c) * kChunk, hi = std::min(n, lo + kChunk);
+    bool any = false;
+    for (size_t i = lo; i < hi; ++i) any |= (x[i] & exponent) == exponent;
+    if (!any) return;
+    for (size_t i = lo; i < hi; ++i) {
+      if ((x[i] & exponent) != exponent) continue;
+      int64_t seen = first.load();
+      while (static_cast<int64_t>(i) < seen && !first.compare_exchange_weak(seen, static_cast<int64_t>(i))) {
+      }
+      return;
+    }
+  });
+  return first.load() == INT64_MAX ? -1 : first.load();
+}
+
+}  // namespace
+
+int64_t first_non_finite(DType t, const void* data, size_t n) {
+  switch (t) {
+    case DType::kF32: return first_all_ones_exponent(static_cast<const uint32_t*>(data), n, uint32_t{0x7F800000});
+    case DType::kF64:
+      return first_all_ones_exponent(static_cast<const uint64_t*>(data), n, uint64_t{0x7FF0000000000000});
+    case DType::kF16: return first_all_ones_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7C00});
+    case DType::kBF16: return first_all_ones_exponent(static_cast<const uint16_t*>(data), n, uint16_t{0x7F80});
+    default: return -1;
   }
 }
 

@@ -70,4 +70,9 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n);
 // Converts n f32 values to `to` (F32, F16, BF16 or F64).
 void convert_from_f32(DType to, const float* src, void* dst, size_t n);
 
+// The index of the first NaN or infinity among n elements of a float dtype (f32,
+// f64, f16, bf16), or -1 when all are finite (always -1 for integer dtypes). Reads
+// the exponent bits only, in parallel: one pass at memory bandwidth.
+int64_t first_non_finite(DType t, const void* data, size_t n);
+
 }  // namespace distllm
