@@ -5,7 +5,6 @@
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
 #include "distllm/model/tensor_parallel.h"
-#include "distllm/train/flat_copy.h"
 #include "distllm/train/model_conversion.h"
 #include "distllm/train/replica_check.h"
 #include "distllm/train/tied_embedding.h"
@@ -151,13 +150,21 @@ void DataParallel::check_replicas() {
 // ---------------------------------------------------------------------------
 // Checkpoints
 
-// Under tensor or pipeline parallelism checkpoints hold the whole model's tensors,
-// as one process would write them, so they load at any tp and pp size: each rank
-// gathers the whole state (its dp shards, then its stages and tp shards) and writes
-// a 1 / (dp x tp x pp) range of it. That costs the whole state's memory on every
-// rank for the save's duration.
+// Every rank writes and reads only what it holds (whole_model.h): under tensor or
+// pipeline parallelism its tensors are regions of the whole ones, and the reader
+// assembles them for any other layout, so a checkpoint resumes at any dp, tp and
+// pp size and converts to the whole model, without the whole state on any rank.
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  return checkpoint_spans(whole_.split() ? whole_.whole_layout() : layout_);
+  std::vector<checkpoint::ParamSpan> all = whole_.spans(), out;
+  for (size_t k = 0; k < all.size(); ++k)
+    if (whole_.writes(layout_.tensors()[k])) out.push_back(std::move(all[k]));
+  return out;
+}
+
+std::vector<checkpoint::TensorEntry> DataParallel::manifest_tensors() const {
+  std::vector<checkpoint::TensorEntry> out;
+  for (const ParamTensor& t : whole_.whole_layout().tensors()) out.push_back({t.name, t.shape, {}});
+  return out;
 }
 
 nlohmann::json DataParallel::mesh_json() const {
@@ -168,7 +175,6 @@ nlohmann::json DataParallel::mesh_json() const {
 }
 
 checkpoint::ShardData DataParallel::checkpoint_shard() {
-  if (whole_.split()) return whole_checkpoint_shard();
   // Replicas hold the same shard: each writes its part of it.
   const FlatRange part = strategy_->groups().replica_part();
   const int64_t at = part.begin - owned().begin;
@@ -181,46 +187,14 @@ checkpoint::ShardData DataParallel::checkpoint_shard() {
   return d;
 }
 
-checkpoint::ShardData DataParallel::whole_checkpoint_shard() {
-  const int64_t total = whole_.whole_layout().total_size();
-  const float* states[3] = {state().master(), optimizer_->m(), optimizer_->v()};
-  for (int k = 0; k < 3; ++k) {
-    whole_state_[k].resize(static_cast<size_t>(total));
-    gather_whole(states[k], whole_state_[k].data());
-  }
-  // Every rank of the model's split (tp shards x pipeline stages) writes a part.
-  const int tp_size = tp_.plan ? tp_.plan->size() : 1, tp_rank = tp_.plan ? tp_.plan->rank() : 0;
-  const int split = (pp_.active() ? pp_.layers.stages : 1) * tp_size;
-  const int writers = world_size() * split;
-  const int writer = rank() * split + (pp_.active() ? pp_.layers.stage : 0) * tp_size + tp_rank;
-  const FlatRange part = ShardPlan(total, writers).owned(writer);
-  checkpoint::ShardData d;
-  d.begin = part.begin;
-  d.end = part.end;
-  d.states = {{"param", whole_state_[0].data() + part.begin},
-              {"exp_avg", whole_state_[1].data() + part.begin},
-              {"exp_avg_sq", whole_state_[2].data() + part.begin}};
-  return d;
-}
-
 void DataParallel::load_checkpoint(const checkpoint::CheckpointReader& reader, int64_t optimizer_steps) {
-  const std::vector<checkpoint::ParamSpan> spans = param_spans();
+  // Every tensor this rank holds, written here or not.
+  const std::vector<checkpoint::ParamSpan> spans = whole_.spans();
   const FlatRange own = owned();
-  float* targets[3] = {state().master(), optimizer_->m(), optimizer_->v()};
-  const char* names[3] = {"param", "exp_avg", "exp_avg_sq"};
-  if (whole_.split()) {
-    // Every rank reads the whole state and keeps its tp shard's (or pipeline
-    // stage's) owned range.
-    const ParamLayout& whole_layout = whole_.whole_layout();
-    AlignedBuffer<float> whole(static_cast<size_t>(whole_layout.total_size()));
-    AlignedBuffer<float> local(static_cast<size_t>(layout_.total_size()));
-    for (int k = 0; k < 3; ++k) {
-      reader.read(names[k], spans, 0, whole_layout.total_size(), whole.data());
-      whole_.to_local(whole.data(), local.data());
-      if (own.size() > 0) copy_floats(targets[k], local.data() + own.begin, own.size());
-    }
-  } else if (own.size() > 0) {
-    for (int k = 0; k < 3; ++k) reader.read(names[k], spans, own.begin, own.end, targets[k]);
+  if (own.size() > 0) {
+    reader.read("param", spans, own.begin, own.end, state().master());
+    reader.read("exp_avg", spans, own.begin, own.end, optimizer_->m());
+    reader.read("exp_avg_sq", spans, own.begin, own.end, optimizer_->v());
   }
   optimizer_->set_steps_taken(optimizer_steps);
   // The working parameters follow the masters: local for one shard, gathered

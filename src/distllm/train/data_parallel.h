@@ -46,24 +46,14 @@ struct OptimizerResult {
   double grad_norm = 0;  // before clipping; the same on every rank
 };
 
-// Under tensor parallelism (a mesh with tp > 1) each tp rank runs one of these
-// over the shard of the model its plan gives it (layout() is the shard's layout),
-// with `world` its data-parallel group: the strategy shards and reduces the tp
-// shard's flat buffers among the ranks holding the same shard. The gradient norm
-// adds the tp ranks' parts (replicated tensors once). init_weights, load_full and
-// gather_full deal in the whole model and split or gather over the tp group.
-//
-// Under pipeline parallelism (a mesh with pp > 1; any strategy on dp) each rank
-// holds only its stage's parameter groups (ParamLayout of the stage, of its tp shard
-// under tp: the other groups are empty), with `world` the data-parallel group of the
-// ranks holding the same stage. A tied output head keeps a copy of the embedding
-// table on the last stage (as Megatron-LM does): optimizer_step first sums that
-// table's reduced gradients between the first and last stage (assembled from the dp
-// group's shards under ZeRO, since the two stages' shards cover different rows), so
-// both copies take the same update. The gradient norm adds every stage's part over
-// the pp group (the tied table once). init_weights, load_full, gather_full and
-// checkpoints deal in the whole model (as tensor parallelism does), so a pipeline
-// checkpoint resumes at any pp (and tp) size.
+// Under tensor or pipeline parallelism each rank runs one of these over its part of
+// the model (layout(): its tp shard, its stage's groups, or both; whole_model.h),
+// with `world` the data-parallel group of the ranks holding the same part: the
+// strategy shards and reduces that part's flat buffers among them. The gradient
+// norm adds the parts over the tp and pp groups (replicated tensors and a tied
+// table's second copy once); a pipeline's tied table is summed between its first
+// and last stage before the step (tied_embedding.h). init_weights, load_full and
+// gather_full deal in the whole model; checkpoints in each rank's part.
 class DataParallel : public ParamSource {
  public:
   // A model of `config` trained by `world` (null: one process, strategy none), and
@@ -111,8 +101,13 @@ class DataParallel : public ParamSource {
   void check_replicas();
 
   // ---- checkpoints ----
-  // The parameters' places in the flat buffer (checkpoint layout).
+  // Every rank writes its own part and no rank holds more (whole_model.h).
+  // The checkpoint layout of what this rank writes: its tensors' places in its
+  // flat buffer, each the region of the whole tensor it holds (copies another rank
+  // writes are left out).
   std::vector<checkpoint::ParamSpan> param_spans() const;
+  // The whole model's tensors (names and shapes) a manifest lists.
+  std::vector<checkpoint::TensorEntry> manifest_tensors() const;
   // What this rank writes: its part of the master parameters and AdamW moments
   // (the owned shard, split among its replicas so that each byte is written once).
   checkpoint::ShardData checkpoint_shard();
@@ -179,7 +174,6 @@ class DataParallel : public ParamSource {
   std::unique_ptr<AdamW> optimizer_;
   SparseEmbeddingGrads sparse_;
   TrainHooks hooks_grad_sync_, hooks_grad_nosync_, hooks_forward_only_;
-  AlignedBuffer<float> whole_state_[3];  // tp/pp checkpoints: the whole param, exp_avg, exp_avg_sq
 
   FlatState& state() { return strategy_->state(); }
   const FlatState& state() const { return strategy_->state(); }
@@ -193,7 +187,6 @@ class DataParallel : public ParamSource {
   // group into layout()'s flat buffer, and further, under tensor or pipeline
   // parallelism, into the whole model's.
   void gather_whole(const float* owned_state, float* out);
-  checkpoint::ShardData whole_checkpoint_shard();
   void on_grads_ready(int group, bool sync);
   int head_group() const { return layout_.head_group(); }
   int embed_group() const { return layout_.embed_group(); }

@@ -1,6 +1,7 @@
 #include "distllm/train/whole_model.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "distllm/base/aligned_buffer.h"
 #include "distllm/base/error.h"
@@ -50,6 +51,39 @@ std::vector<float> WholeModel::norm_weights() const {
     w.push_back(x);
   }
   return w;
+}
+
+int WholeModel::tp_index(const ParamTensor& t) const {
+  const std::optional<int> i = tp_shard_layout().find(t.name);
+  DL_CHECK(i.has_value(), "internal error: %s is not in the tensor-parallel plan", t.name.c_str());
+  return *i;
+}
+
+std::vector<checkpoint::ParamSpan> WholeModel::spans() const {
+  std::vector<checkpoint::ParamSpan> out;
+  for (const ParamTensor& t : local_.tensors()) {
+    checkpoint::ParamSpan s(t.name, t.shape, t.offset, t.numel);
+    if (tp_.plan) {
+      s.shape = whole_.tensor(t.name).shape;
+      const TensorSlice& slice = tp_.plan->slice(tp_index(t));
+      // A slice of one range spanning its axis is the whole tensor.
+      const bool all = slice.replicated() ||
+                       (slice.ranges.size() == 1 && slice.ranges[0].first == 0 &&
+                        slice.ranges[0].second == s.shape[static_cast<size_t>(slice.axis)]);
+      if (!all) s.region = checkpoint::Region{slice.axis, slice.ranges};
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool WholeModel::writes(const ParamTensor& t) const {
+  if (pp_.active() && !pp_.layers.first() && t.group == local_.embed_group()) return false;
+  if (!tp_.plan) return true;
+  const int i = tp_index(t);
+  if (tp_.plan->slice(i).replicated()) return tp_.plan->rank() == 0;
+  if (tp_.plan->grad_needs_kv_sum(i)) return tp_.plan->rank() % tp_.plan->kv_replicas() == 0;
+  return true;
 }
 
 void WholeModel::to_local(const float* whole, float* local) const {

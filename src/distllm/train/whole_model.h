@@ -8,10 +8,17 @@
 // buffer and this rank's (to_local), gathers the whole from every part (gather),
 // and weighs each local tensor in the gradient norm so the parts' sums count each
 // whole tensor once (norm_weights).
+//
+// Checkpoints never hold the whole model on one rank: each rank writes what it
+// holds, every tensor as the region of the whole tensor it is (checkpoint/region.h),
+// and reads back the regions it holds from whatever layout wrote them (spans). A
+// copy another rank also holds is written once (writes), so the regions of a
+// checkpoint tile every tensor exactly.
 #pragma once
 
 #include <vector>
 
+#include "distllm/checkpoint/shard_io.h"
 #include "distllm/model/config.h"
 #include "distllm/model/param_layout.h"
 #include "distllm/model/train_graph.h"
@@ -46,6 +53,16 @@ class WholeModel {
   // stage's counts). Empty when nothing is split (all 1).
   std::vector<float> norm_weights() const;
 
+  // The checkpoint layout of this rank's flat buffer: every local tensor with the
+  // whole tensor's shape and the region of it held here (the whole tensor unless
+  // tensor parallelism splits it).
+  std::vector<checkpoint::ParamSpan> spans() const;
+  // Whether this rank writes local tensor `t` to a checkpoint: not when another
+  // rank writes the same elements (a tensor replicated over the tp group: its first
+  // rank does; a key/value head several tp ranks share: the first of them; a later
+  // pipeline stage's copy of a tied embedding: the first stage does).
+  bool writes(const ParamTensor& t) const;
+
  private:
   const ModelConfig& config_;
   const ParamLayout& local_;
@@ -54,6 +71,7 @@ class WholeModel {
   ParamLayout whole_;
 
   const ParamLayout& tp_shard_layout() const;  // the tp shard's, before pipeline stages
+  int tp_index(const ParamTensor& t) const;     // in the plan's tensors
 };
 
 }  // namespace distllm
