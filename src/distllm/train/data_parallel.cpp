@@ -155,7 +155,7 @@ void DataParallel::check_replicas() {
 // assembles them for any other layout, so a checkpoint resumes at any dp, tp and
 // pp size and converts to the whole model, without the whole state on any rank.
 std::vector<checkpoint::ParamSpan> DataParallel::param_spans() const {
-  std::vector<checkpoint::ParamSpan> all = whole_.spans(), out;
+  std::vector<checkpoint::ParamSpan> all = whole_.spans(), out;  // one per layout_ tensor, in order
   for (size_t k = 0; k < all.size(); ++k)
     if (whole_.writes(layout_.tensors()[k])) out.push_back(std::move(all[k]));
   return out;
