@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -219,6 +220,147 @@ TEST(CheckpointStore, AsyncSaveCopiesThenWritesInTheBackground) {
   std::vector<float> got(kTotal);
   CheckpointReader::open(r.dir).read("param", layout(), 0, kTotal, got.data());
   EXPECT_EQ(got, original);
+}
+
+
+// ---- regions: tensor-parallel shards written as they are held ----
+
+// w [4, 6] split along its columns as gpt2's fused q|k|v is (two ranges each), e
+// [5, 3] along its rows, n [3] replicated: two "tp ranks" hold these flat buffers.
+const Region kW0{1, {{0, 2}, {3, 5}}}, kW1{1, {{2, 3}, {5, 6}}}, kE0{0, {{0, 3}}}, kE1{0, {{3, 5}}};
+float w_at(int64_t i, int64_t j) { return static_cast<float>(100 * i + j); }
+float e_at(int64_t i, int64_t j) { return static_cast<float>(1000 + 10 * i + j); }
+
+std::vector<ParamSpan> whole_layout() { return {{"w", {4, 6}, 0, 24}, {"e", {5, 3}, 32, 15}, {"n", {3}, 48, 3}}; }
+std::vector<float> whole_values() {
+  std::vector<float> v(51, 0.0f);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 6; ++j) v[static_cast<size_t>(i * 6 + j)] = w_at(i, j);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 3; ++j) v[static_cast<size_t>(32 + i * 3 + j)] = e_at(i, j);
+  v[48] = 7, v[49] = 8, v[50] = 9;
+  return v;
+}
+
+// A shard's flat buffer: w's columns of `w`, then e's rows of `e`, then n.
+std::vector<float> shard_values(const Region& w, const Region& e) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < 4; ++i)
+    for (auto [b, end] : w.ranges)
+      for (int64_t j = b; j < end; ++j) v.push_back(w_at(i, j));
+  for (auto [b, end] : e.ranges)
+    for (int64_t i = b; i < end; ++i)
+      for (int64_t j = 0; j < 3; ++j) v.push_back(e_at(i, j));
+  v.insert(v.end(), {7, 8, 9});
+  return v;
+}
+
+std::vector<ParamSpan> shard_layout(const Region& w, const Region& e, bool with_n) {
+  const int64_t nw = region_numel({4, 6}, w), ne = region_numel({5, 3}, e);
+  std::vector<ParamSpan> l = {{"w", {4, 6}, 0, nw, w}, {"e", {5, 3}, nw, ne, e}};
+  if (with_n) l.push_back({"n", {3}, nw + ne, 3});
+  return l;
+}
+
+TEST(CheckpointStore, RegionsOfShardsReadBackWholeAndAsAnotherSplit) {
+  TempDir t;
+  // Shard 0 is written by two "dp ranks" (halves of its flat buffer), shard 1 by
+  // one, which leaves out its copy of the replicated n.
+  const std::vector<float> s0 = shard_values(kW0, kE0), s1 = shard_values(kW1, kE1);
+  const int64_t n0 = static_cast<int64_t>(s0.size()), n1 = static_cast<int64_t>(s1.size());
+  std::vector<WrittenFile> written = {
+      write_shard_file(t.path() + "/rank_00000-of-00003.safetensors", 0, shard_layout(kW0, kE0, true),
+                       ShardData{0, 10, {{"param", s0.data()}}}),
+      write_shard_file(t.path() + "/rank_00001-of-00003.safetensors", 1, shard_layout(kW0, kE0, true),
+                       ShardData{10, n0, {{"param", s0.data() + 10}}}),
+      write_shard_file(t.path() + "/rank_00002-of-00003.safetensors", 2, shard_layout(kW1, kE1, false),
+                       ShardData{0, n1, {{"param", s1.data()}}})};
+  Manifest m = request(1).header;
+  m.step = 1, m.world_size = 3, m.states = {"param"};
+  for (const WrittenFile& w : written) m.files.push_back(w.file);
+  for (const ParamSpan& s : whole_layout()) {
+    TensorEntry e{s.name, s.shape, {}};
+    for (const WrittenFile& w : written)
+      for (const auto& [name, slice] : w.slices)
+        if (name == s.name) e.slices.push_back(slice);
+    // Grouped by region, in the order of their first ranges (as the store sorts them).
+    auto first = [](const Slice& x) { return x.region.whole() ? int64_t(-1) : x.region.ranges[0].first; };
+    std::stable_sort(e.slices.begin(), e.slices.end(), [&](const Slice& a, const Slice& b) { return first(a) < first(b); });
+    m.tensors.push_back(e);
+  }
+  write_file_atomic(t.path() + "/manifest.json", m.to_json());
+  CheckpointReader r = CheckpointReader::open(t.path());  // parses: the regions tile each tensor
+  EXPECT_EQ(r.manifest().find("w")->slices.size(), 3u) << "w: shard 0 in two files, shard 1 in one";
+  // The whole model, as a reader without tensor parallelism (convert) needs it.
+  std::vector<float> got(51);
+  r.read("param", whole_layout(), 0, 51, got.data());
+  EXPECT_EQ(got, whole_values());
+  // Another split (w's columns in three ranges, e's rows as shard 0's), and a
+  // range of it that starts and ends inside tensors.
+  const Region w3{1, {{4, 6}}};
+  const std::vector<float> want = shard_values(w3, kE0);
+  std::vector<float> part(want.size());
+  r.read("param", shard_layout(w3, kE0, true), 0, static_cast<int64_t>(want.size()), part.data());
+  EXPECT_EQ(part, want);
+  std::vector<float> middle(10);
+  r.read("param", shard_layout(w3, kE0, true), 5, 15, middle.data());
+  EXPECT_EQ(middle, std::vector<float>(want.begin() + 5, want.begin() + 15));
+}
+
+// A manifest of w [4, 6] whose slices are `slices` (file f).
+std::string manifest_with(const std::vector<Slice>& slices) {
+  Manifest m = request(1).header;
+  m.step = 1, m.states = {"param"};
+  m.files = {FileEntry{"f", 0, 100, 1}};
+  m.tensors = {TensorEntry{"w", {4, 6}, slices}};
+  return m.to_json();
+}
+
+TEST(CheckpointManifest, RegionsMustTileTheTensor) {
+  auto error_of = [](const std::vector<Slice>& slices) {
+    try {
+      Manifest::parse(manifest_with(slices), "m.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto cols = [](int64_t b, int64_t e) { return Region{1, {{b, e}}}; };
+  EXPECT_EQ(error_of({{"f", 0, 12, cols(0, 3)}, {"f", 0, 12, cols(3, 6)}}), "");
+  EXPECT_NE(error_of({{"f", 0, 12, cols(0, 3)}, {"f", 0, 16, cols(2, 6)}}).find("its regions overlap on axis 1 at 2"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 8, cols(0, 2)}, {"f", 0, 12, cols(3, 6)}}).find("its regions leave a gap in axis 1 at 2"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 8, cols(0, 2)}}).find("its regions cover 2 of the 6 indices of axis 1"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 6, cols(0, 3)}, {"f", 0, 12, cols(3, 6)}})
+                .find("its slices cover 6 of the 12 elements of its region axis 1 [0, 3)"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 12, {}}, {"f", 0, 12, cols(3, 6)}}).find("mixes whole-tensor slices with regions"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 20, cols(4, 9)}}).find("has an invalid region"), std::string::npos);
+  EXPECT_NE(error_of({{"f", 0, 12, Region{2, {{0, 1}}}}}).find("axis 2 of a tensor of 2 dimensions"),
+            std::string::npos);
+}
+
+TEST(CheckpointStore, ASaveMissingARegionIsNotPublished) {
+  // One rank holding shard 0 alone (its peer's regions are missing): the manifest
+  // would not tile w and e, so the save fails and `latest` is not written.
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{});
+  const std::vector<float> s0 = shard_values(kW0, kE0);
+  SaveRequest req = request(1);
+  req.header.states = {"param"};
+  for (const ParamSpan& s : whole_layout()) req.header.tensors.push_back({s.name, s.shape, {}});
+  try {
+    store.save(req, shard_layout(kW0, kE0, true), ShardData{0, static_cast<int64_t>(s0.size()), {{"param", s0.data()}}});
+    FAIL() << "an incomplete checkpoint was published";
+  } catch (const SaveError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor w: its regions leave a gap in axis 1 at 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(t.path() + "/latest"));
+  EXPECT_TRUE(store.list().empty());
 }
 
 

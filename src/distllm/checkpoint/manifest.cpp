@@ -50,7 +50,14 @@ std::string Manifest::to_json() const {
   json ts = json::array();
   for (const auto& t : tensors) {
     json sl = json::array();
-    for (const auto& s : t.slices) sl.push_back({{"file", s.file}, {"begin", s.begin}, {"end", s.end}});
+    for (const auto& s : t.slices) {
+      json e = {{"file", s.file}, {"begin", s.begin}, {"end", s.end}};
+      if (!s.region.whole()) {
+        e["axis"] = s.region.axis;
+        e["ranges"] = s.region.ranges;
+      }
+      sl.push_back(std::move(e));
+    }
     ts.push_back({{"name", t.name}, {"shape", t.shape}, {"slices", sl}});
   }
   j["tensors"] = ts;
@@ -95,6 +102,91 @@ bool plain_name(const std::string& s) {
          s.find('\0') == std::string::npos;
 }
 
+
+Region parse_region(const json& slice, const std::vector<int64_t>& shape, const std::string& origin,
+                    const std::string& where) {
+  Region r;
+  if (!slice.contains("axis")) return r;
+  r.axis = static_cast<int>(need_int(slice, "axis", origin, where, 0, 7));
+  const json& ranges = need(slice, "ranges", origin, where);
+  if (!ranges.is_array() || ranges.empty() || ranges.size() > (1u << 20))
+    bad(origin, where + " \"ranges\" must be a non-empty array of [begin, end] pairs");
+  for (const json& p : ranges) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer())
+      bad(origin, where + " \"ranges\" must be a non-empty array of [begin, end] pairs");
+    r.ranges.emplace_back(p[0].get<int64_t>(), p[1].get<int64_t>());
+  }
+  const std::string why = region_error(shape, r);
+  if (!why.empty()) bad(origin, where + " has an invalid region: " + why);
+  return r;
+}
+
+// The slices of one tensor: in order, each region's (or the whole tensor's) tiling
+// it, and the regions tiling their common axis.
+std::vector<Slice> parse_slices(const json& slices, const std::vector<int64_t>& shape, int64_t numel,
+                                const std::set<std::string>& file_names, const std::string& origin,
+                                const std::string& where) {
+  std::vector<Slice> out;
+  std::vector<Region> regions;
+  int64_t at = 0;
+  auto close_region = [&] {
+    if (regions.empty() || regions.back().whole()) return;
+    const int64_t n = region_numel(shape, regions.back());
+    if (at != n)
+      bad(origin, strprintf("%s: its slices cover %lld of the %lld elements of its region %s", where.c_str(),
+                            (long long)at, (long long)n, describe_region(regions.back()).c_str()));
+  };
+  for (size_t k = 0; k < slices.size(); ++k) {
+    std::string sw = strprintf("%s slices[%zu]", where.c_str(), k);
+    if (!slices[k].is_object()) bad(origin, sw + " must be an object");
+    Slice s;
+    s.file = need_string(slices[k], "file", origin, sw);
+    if (!file_names.count(s.file)) bad(origin, sw + " names a file that is not in \"files\": " + s.file);
+    s.region = parse_region(slices[k], shape, origin, sw);
+    if (regions.empty() || !(s.region == regions.back())) {
+      close_region();
+      if (!regions.empty() && (s.region.whole() || regions.back().whole()))
+        bad(origin, where + " mixes whole-tensor slices with regions");
+      regions.push_back(s.region);
+      at = 0;
+    }
+    const int64_t n = region_numel(shape, s.region);
+    s.begin = need_int(slices[k], "begin", origin, sw, 0, n);
+    s.end = need_int(slices[k], "end", origin, sw, 0, n);
+    if (s.begin != at || s.end <= s.begin)
+      bad(origin, strprintf("%s covers [%lld, %lld) but the next element is %lld (slices must tile the tensor in "
+                            "order, without gaps or overlaps)",
+                            sw.c_str(), (long long)s.begin, (long long)s.end, (long long)at));
+    at = s.end;
+    out.push_back(std::move(s));
+  }
+  if (regions.empty() || regions.front().whole()) {
+    if (at != numel)
+      bad(origin, strprintf("%s: its slices cover %lld of its %lld elements", where.c_str(), (long long)at,
+                            (long long)numel));
+    return out;
+  }
+  close_region();
+  // The regions tile one axis: their ranges, in order, leave no gap or overlap.
+  const int axis = regions.front().axis;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const Region& r : regions) {
+    if (r.axis != axis) bad(origin, where + " has regions along different axes");
+    ranges.insert(ranges.end(), r.ranges.begin(), r.ranges.end());
+  }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t along = 0;
+  for (auto [b, e] : ranges) {
+    if (b != along)
+      bad(origin, strprintf("%s: its regions %s axis %d at %lld", where.c_str(), b < along ? "overlap on" : "leave a gap in",
+                            axis, (long long)std::min(b, along)));
+    along = e;
+  }
+  if (along != shape[static_cast<size_t>(axis)])
+    bad(origin, strprintf("%s: its regions cover %lld of the %lld indices of axis %d", where.c_str(), (long long)along,
+                          (long long)shape[static_cast<size_t>(axis)], axis));
+  return out;
+}
 }  // namespace
 
 Manifest Manifest::parse(std::string_view text, const std::string& origin) {
@@ -172,25 +264,7 @@ Manifest Manifest::parse(std::string_view text, const std::string& origin) {
     }
     const json& slices = need(t, "slices", origin, where);
     if (!slices.is_array()) bad(origin, where + " \"slices\" must be an array");
-    int64_t at = 0;
-    for (size_t k = 0; k < slices.size(); ++k) {
-      std::string sw = strprintf("%s slices[%zu]", where.c_str(), k);
-      if (!slices[k].is_object()) bad(origin, sw + " must be an object");
-      Slice s;
-      s.file = need_string(slices[k], "file", origin, sw);
-      if (!file_names.count(s.file)) bad(origin, sw + " names a file that is not in \"files\": " + s.file);
-      s.begin = need_int(slices[k], "begin", origin, sw, 0, numel);
-      s.end = need_int(slices[k], "end", origin, sw, 0, numel);
-      if (s.begin != at || s.end <= s.begin)
-        bad(origin, strprintf("%s covers [%lld, %lld) but the next element is %lld (slices must tile the tensor in "
-                              "order, without gaps or overlaps)",
-                              sw.c_str(), (long long)s.begin, (long long)s.end, (long long)at));
-      at = s.end;
-      e.slices.push_back(std::move(s));
-    }
-    if (at != numel)
-      bad(origin, strprintf("%s: its slices cover %lld of its %lld elements", where.c_str(), (long long)at,
-                            (long long)numel));
+    e.slices = parse_slices(slices, e.shape, numel, file_names, origin, where);
     m.tensors.push_back(std::move(e));
   }
   return m;

@@ -4,9 +4,16 @@
 // writing rank and manifest.json. Every parameter is flattened; a file holds a
 // contiguous slice [begin, end) of some tensors' elements, stored under
 // "<state>/<Hugging Face name>" (state: param, exp_avg, exp_avg_sq) as 1-D F32
-// tensors. The manifest says which slices each file holds, the global shape of
-// every tensor, each file's size and XXH64 checksum, and the training state needed
-// to resume (step, sampler positions, schedule, strategy and mesh, model config).
+// tensors. A slice may instead index a region of the tensor (region.h: a
+// tensor-parallel shard's rows or columns, flattened): the slices of each region
+// then tile the region, and the regions tile the tensor along their axis. The
+// manifest says which slices each file holds, the global shape of every tensor,
+// each file's size and XXH64 checksum, and the training state needed to resume
+// (step, sampler positions, schedule, strategy and mesh, model config).
+//
+// Regions are an addition to version 1 (the version did not change, so older
+// checkpoints read as before); a build without them refuses a manifest that has
+// them, since such slices do not tile the flattened tensor.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "distllm/checkpoint/region.h"
 
 namespace distllm::checkpoint {
 
@@ -23,13 +32,16 @@ inline constexpr const char* kManifestName = "manifest.json";
 
 struct Slice {
   std::string file;
-  int64_t begin = 0, end = 0;  // elements of the flattened tensor
+  int64_t begin = 0, end = 0;  // elements of the flattened region (of the tensor when whole)
+  Region region;
 };
 
 struct TensorEntry {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<Slice> slices;  // sorted, tiling [0, numel) exactly
+  // Sorted, tiling [0, numel) exactly; or grouped by region (in the order of their
+  // first range), each region's tiling it, and the regions tiling the axis.
+  std::vector<Slice> slices;
   int64_t numel() const;
 };
 

@@ -23,7 +23,7 @@ WrittenFile write_shard_file(const std::string& path, int rank, const std::vecto
     if (lo >= hi) continue;
     for (const auto& [state, data] : shard.states)
       w.add_f32(state_key(state, t.name), {hi - lo}, data + (lo - shard.begin));
-    out.slices.push_back({t.name, Slice{out.file.name, lo - t.offset, hi - t.offset}});
+    out.slices.push_back({t.name, Slice{out.file.name, lo - t.offset, hi - t.offset, t.region}});
   }
   w.set_metadata("format", kFormat);
   w.set_metadata("rank", std::to_string(rank));
@@ -98,13 +98,19 @@ void CheckpointReader::read(const std::string& state, const std::vector<ParamSpa
     const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
     if (lo >= hi) continue;
     const TensorEntry* e = manifest_.find(t.name);
-    DL_CHECK(e != nullptr && e->numel() == t.numel, "%s: the checkpoint has no tensor %s of %lld elements",
-             dir_.c_str(), t.name.c_str(), static_cast<long long>(t.numel));
-    // Tensor-relative [need_lo, need_hi), from every slice that overlaps it.
-    const int64_t need_lo = lo - t.offset, need_hi = hi - t.offset;
+    const int64_t whole_numel = region_numel(t.shape, Region{});
+    DL_CHECK(e != nullptr && e->numel() == whole_numel && (t.region.whole() || e->shape == t.shape),
+             "%s: the checkpoint has no tensor %s of %lld elements", dir_.c_str(), t.name.c_str(),
+             static_cast<long long>(whole_numel));
+    DL_CHECK(region_numel(t.shape, t.region) == t.numel, "internal error: the span of %s holds %lld elements, not %lld",
+             t.name.c_str(), static_cast<long long>(t.numel), static_cast<long long>(region_numel(t.shape, t.region)));
+    // The elements needed, [lo, hi) of the span, as runs of the whole tensor; each
+    // slice's as well; where they meet, the slice's bytes are copied.
+    const std::vector<Run> need = region_runs(t.shape, t.region, lo - t.offset, hi - t.offset);
+    const int64_t need_lo = need.front().whole, need_hi = need.back().whole + need.back().n;
     for (const Slice& s : e->slices) {
-      const int64_t a = std::max(need_lo, s.begin), b = std::min(need_hi, s.end);
-      if (a >= b) continue;
+      const std::vector<Run> have = region_runs(e->shape, s.region, s.begin, s.end);
+      if (have.empty() || have.back().whole + have.back().n <= need_lo || have.front().whole >= need_hi) continue;
       const SafetensorsFile& f = file(s.file);
       const std::string key = state_key(state, t.name);
       const TensorInfo* info = f.find(key);
@@ -113,8 +119,21 @@ void CheckpointReader::read(const std::string& state, const std::vector<ParamSpa
       DL_CHECK(info->dtype == DType::kF32 && info->shape == std::vector<int64_t>{s.end - s.begin},
                "%s: %s is not an F32 vector of %lld elements", f.origin().c_str(), key.c_str(),
                (long long)(s.end - s.begin));
-      std::span<const uint8_t> bytes = f.bytes(*info);
-      std::memcpy(out + (t.offset + a - begin), bytes.data() + (a - s.begin) * 4, static_cast<size_t>(b - a) * 4);
+      const uint8_t* bytes = f.bytes(*info).data();
+      // Both lists are sorted by whole index and do not overlap themselves.
+      size_t i = 0, j = 0;
+      while (i < need.size() && j < have.size()) {
+        const Run& a = need[i];
+        const Run& b = have[j];
+        const int64_t x0 = std::max(a.whole, b.whole), x1 = std::min(a.whole + a.n, b.whole + b.n);
+        if (x0 < x1)
+          std::memcpy(out + (t.offset + a.local + (x0 - a.whole) - begin),
+                      bytes + (b.local + (x0 - b.whole) - s.begin) * 4, static_cast<size_t>(x1 - x0) * 4);
+        if (a.whole + a.n <= b.whole + b.n)
+          ++i;
+        else
+          ++j;
+      }
     }
   }
 }

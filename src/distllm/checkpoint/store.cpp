@@ -25,6 +25,24 @@ using comm::broadcast_text;
 
 std::string describe(const std::exception& e) { return e.what(); }
 
+// One slice a rank wrote, as its save report carries it to rank 0.
+json slice_json(const std::string& tensor, const Slice& s, const std::vector<ParamSpan>& layout) {
+  json j = {{"name", tensor}, {"begin", s.begin}, {"end", s.end}};
+  for (const ParamSpan& t : layout)
+    if (t.name == tensor) j["shape"] = t.shape;
+  if (!s.region.whole()) j["region"] = {{"axis", s.region.axis}, {"ranges", s.region.ranges}};
+  return j;
+}
+
+Slice slice_of(const json& j, const std::string& file) {
+  Slice s{file, j["begin"], j["end"], {}};
+  if (j.contains("region")) {
+    s.region.axis = j["region"]["axis"];
+    s.region.ranges = j["region"]["ranges"].get<std::vector<std::pair<int64_t, int64_t>>>();
+  }
+  return s;
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, comm::ProcessGroupPtr group, Retention retention)
@@ -76,7 +94,7 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
   try {
     WrittenFile w = write_shard_file(join_path(partial, rank_file_name(rank, n)), rank, layout, shard);
     json slices = json::array();
-    for (const auto& [t, s] : w.slices) slices.push_back({t, s.begin, s.end});
+    for (const auto& [t, s] : w.slices) slices.push_back(slice_json(t, s, layout));
     report = json({{"ok", true},
                    {"file", {{"name", w.file.name}, {"rank", rank}, {"bytes", w.file.bytes}, {"xxh64", w.file.xxh64}}},
                    {"slices", slices},
@@ -96,7 +114,14 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
       m.step = request.step;
       m.world_size = n;
       m.ranks = json::array();
+      m.tensors.clear();
+      m.files.clear();
       std::map<std::string, std::vector<Slice>> slices;
+      // The tensors: the whole model's when the caller lists them (ranks holding
+      // parts), else this rank's layout's, then any other a rank reported.
+      std::vector<TensorEntry> tensors = request.header.tensors;
+      if (tensors.empty())
+        for (const ParamSpan& t : layout) tensors.push_back({t.name, t.shape, {}});
       for (const std::string& text : reports) {
         json r = json::parse(text);
         if (!r["ok"].get<bool>()) throw Error(r["error"].get<std::string>());
@@ -106,15 +131,22 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
         f.bytes = r["file"]["bytes"];
         f.xxh64 = r["file"]["xxh64"];
         m.files.push_back(f);
-        for (const auto& s : r["slices"]) slices[s[0]].push_back(Slice{f.name, s[1], s[2]});
+        for (const auto& s : r["slices"]) {
+          const std::string name = s["name"];
+          if (slices.find(name) == slices.end() &&
+              std::none_of(tensors.begin(), tensors.end(), [&](const TensorEntry& t) { return t.name == name; }))
+            tensors.push_back({name, s["shape"].get<std::vector<int64_t>>(), {}});
+          slices[name].push_back(slice_of(s, f.name));
+        }
         m.ranks.push_back(r["state"]);
       }
-      for (const ParamSpan& t : layout) {
-        TensorEntry e;
-        e.name = t.name;
-        e.shape = t.shape;
-        e.slices = slices[t.name];
-        std::sort(e.slices.begin(), e.slices.end(), [](const Slice& a, const Slice& b) { return a.begin < b.begin; });
+      for (TensorEntry& e : tensors) {
+        e.slices = slices[e.name];
+        // Grouped by region, in the order of their first range; in order inside one.
+        auto key = [](const Slice& s) {
+          return std::make_pair(s.region.whole() ? int64_t(-1) : s.region.ranges.front().first, s.begin);
+        };
+        std::sort(e.slices.begin(), e.slices.end(), [&](const Slice& a, const Slice& b) { return key(a) < key(b); });
         m.tensors.push_back(std::move(e));
       }
       write_file_atomic(join_path(partial, kManifestName), m.to_json());

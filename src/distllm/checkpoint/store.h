@@ -37,7 +37,10 @@ struct Retention {
 
 struct SaveRequest {
   int64_t step = 0;
-  Manifest header;                    // everything but tensors and files (filled here)
+  // Everything but files and slices (filled here). `header.tensors` lists the
+  // whole model's tensors (names and shapes) when ranks write parts of it (tensor
+  // or pipeline parallel); when empty, the first rank's layout's tensors are used.
+  Manifest header;
   nlohmann::json rank_state = nlohmann::json::object();  // this rank's (gathered into "ranks")
 };
 

@@ -55,6 +55,7 @@ checkpoint::SaveRequest TrainCheckpointer::request(const Trainer& trainer) const
                  {"total_steps", o.schedule.total_steps},
                  {"next_lr", o.schedule.at(trainer.steps_done())}}}};
   m.states = {"param", "exp_avg", "exp_avg_sq"};
+  m.tensors = dp_.manifest_tensors();  // ranks may hold parts of them (tp, pp)
   // Randomness is counter-based: a rank's generator state is (seed, stream, position).
   r.rank_state = {{"rank", group_ ? group_->rank() : 0},
                   {"sampler", {{"seed", o.seed}, {"position", const_cast<Trainer&>(trainer).sampler().position()}}}};

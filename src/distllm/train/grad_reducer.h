@@ -1,4 +1,4 @@
-// Bucketed gradient reduction for data-parallel training (used by DataParallel).
+// Bucketed gradient reduction for data-parallel training (composed by ShardingStrategy).
 //
 // When the last group of a bucket has its gradients (TrainHooks::group_grads_ready)
 // the bucket's reduction starts asynchronously while backward goes on:

@@ -8,8 +8,8 @@
 //   zero3      shard        shard              shard             all-gather 2Ψ + reduce-scatter Ψ
 //   hsdp       zero3 inside a shard group (a host), replicated across groups, whose
 //              gradient shards are all-reduced
-// (Ψ = parameter bytes.) The trainer sees one interface for all of them
-// (data_parallel.h).
+// (Ψ = parameter bytes.) Each is a class behind one interface (sharding_strategy.h);
+// the trainer sees them all through DataParallel (data_parallel.h).
 #pragma once
 
 #include <string>

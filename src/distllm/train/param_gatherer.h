@@ -1,5 +1,5 @@
 // Parameter groups gathered from their shards on demand (ZeRO-3 / FSDP full shard;
-// used by DataParallel).
+// scheduled by GatherSchedule).
 //
 // Each rank holds the master f32 shard it owns (ShardPlan). Before a group is used
 // its parameters are all-gathered into a buffer of the group's full size (in bf16
