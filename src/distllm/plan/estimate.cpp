@@ -170,7 +170,7 @@ MemoryPlan stage_memory(const Job& job, const StageChunks& stage, const ParamLay
   // positions.
   if (job.reducers > 1 && stage.first()) {
     const int64_t tokens = std::min<int64_t>(cfg.vocab_size, static_cast<int64_t>(job.dp) * in.batch * in.seq);
-    m.comm_buffers += (tokens + (cfg.is_gpt2() ? in.seq : 0)) * cfg.n_embd * kF32;
+    m.comm_buffers += (tokens + (cfg.block().learned_positions() ? in.seq : 0)) * cfg.n_embd * kF32;
   }
   // A pipeline's tied table: at the optimizer step, after backward's buffers are
   // gone, the first and last stage each assemble their gradient of it (from the dp

@@ -26,9 +26,9 @@ void SparseEmbeddingGrads::on_backward(const float* d_out, const int32_t* tokens
   all.erase(all.begin(), std::lower_bound(all.begin(), all.end(), 0));
   const int64_t token_rows = static_cast<int64_t>(all.size());
   int64_t position_rows = 0;
-  if (config_.is_gpt2())
+  if (config_.block().learned_positions())
     for (int64_t i = 0; i < rows; ++i) position_rows = std::max<int64_t>(position_rows, positions[i] + 1);
-  if (config_.is_gpt2() && context_parallel_) {
+  if (config_.block().learned_positions() && context_parallel_) {
     // The ranks of a cp ring hold different positions: agree on the rows reduced.
     tracker_->blocking(8, [&] { world_->allreduce(&position_rows, 1, comm::DType::kI64, comm::ReduceOp::kMax); });
   }
@@ -40,7 +40,7 @@ void SparseEmbeddingGrads::on_backward(const float* d_out, const int32_t* tokens
   grads_.resize(static_cast<size_t>((token_rows + position_rows) * C));
   peak_bytes_ = std::max(peak_bytes_, static_cast<int64_t>(grads_.size() * sizeof(float)));
   float* token_part = grads_.data();
-  float* position_part = config_.is_gpt2() ? token_part + token_rows * C : nullptr;
+  float* position_part = config_.block().learned_positions() ? token_part + token_rows * C : nullptr;
   kernels::embedding_backward(token_part, position_part, d_out, index.data(), positions, rows, C);
   tracker_->blocking(static_cast<int64_t>(grads_.size()) * 4, [&] {
     world_->allreduce(grads_.data(), grads_.size(), comm::DType::kF32);
@@ -50,7 +50,7 @@ void SparseEmbeddingGrads::on_backward(const float* d_out, const int32_t* tokens
   const int64_t wte = layout_.tensors()[static_cast<size_t>(eg.tensors[0])].offset;
   offsets_.clear();
   for (int32_t t : all) offsets_.push_back(wte + static_cast<int64_t>(t) * C);
-  if (config_.is_gpt2()) {
+  if (config_.block().learned_positions()) {
     const int64_t wpe = layout_.tensors()[static_cast<size_t>(eg.tensors[1])].offset;
     for (int64_t p = 0; p < position_rows; ++p) offsets_.push_back(wpe + p * C);
   }
