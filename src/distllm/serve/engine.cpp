@@ -16,56 +16,12 @@
 namespace distllm::serve {
 namespace {
 
-int derive_num_blocks(const EngineConfig& config, const ModelRunner& runner) {
-  if (config.num_blocks > 0) return config.num_blocks;
-  DL_CHECK(config.block_size > 0, "--block-size must be positive, got %d", config.block_size);
-  DL_CHECK(config.kv_cache_memory_gib > 0, "--kv-cache-memory must be positive, got %g GiB",
-           config.kv_cache_memory_gib);
-  size_t per_block = runner.kv_bytes_per_block(config.block_size);
-  DL_CHECK(per_block > 0, "model runner reports 0 bytes per KV block");
-  double blocks = config.kv_cache_memory_gib * 1073741824.0 / static_cast<double>(per_block);
-  DL_CHECK(blocks >= 1.0, "--kv-cache-memory %g GiB holds no KV block (one block of %d tokens takes %zu bytes)",
-           config.kv_cache_memory_gib, config.block_size, per_block);
-  DL_CHECK(blocks < 2e9, "--kv-cache-memory %g GiB is too large", config.kv_cache_memory_gib);
-  return static_cast<int>(blocks);
-}
-
 uint64_t entropy_seed() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(now_seconds() * 1e9);
 }
 
 }  // namespace
-
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "";
-}
-
-void OutputQueue::push(OutputDelta delta) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(delta));
-  }
-  cv_.notify_all();
-}
-
-bool OutputQueue::pop_all(std::vector<OutputDelta>& out, double timeout_seconds) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (pending_.empty()) {
-    cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return !pending_.empty(); });
-  }
-  if (pending_.empty()) return false;
-  for (auto& d : pending_) out.push_back(std::move(d));
-  pending_.clear();
-  return true;
-}
 
 struct Engine::Task {
   std::function<void()> fn;
@@ -106,11 +62,10 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
       codec_(codec),
       config_(config),
       metrics_(metrics),
-      kv_(derive_num_blocks(config, runner), config.block_size, config.enable_prefix_cache),
+      kv_(kv_blocks_for(config, runner), config.block_size, config.enable_prefix_cache),
       scheduler_(config.scheduler, kv_),
       next_id_(config.first_request_id) {
-  max_model_len_ = config.max_model_len > 0 ? std::min(config.max_model_len, runner.max_context()) : runner.max_context();
-  DL_CHECK(max_model_len_ >= 2, "max model length must be at least 2 tokens, got %d", max_model_len_);
+  max_model_len_ = max_model_len_for(config, runner);
   DL_CHECK(config.max_queued_requests >= 1, "--max-queued-requests must be at least 1, got %d",
            config.max_queued_requests);
   config_.speculative.validate();
