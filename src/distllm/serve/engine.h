@@ -1,20 +1,23 @@
-// The serving engine: request lifecycle around one engine-loop thread.
+// The serving engine's core: request lifecycle around one engine-loop thread.
 //
 // HTTP handlers submit requests (one per choice) and read their outputs from an
 // OutputQueue; the engine thread owns everything else. Each loop iteration (a
 // "step"): take in new requests and cancellations, let the scheduler pick the
-// batch, have the model runner execute it, sample, detokenize, check stop
-// conditions, push outputs, update metrics. Cancelled requests are removed (and
-// their KV blocks freed) at the start of the next step.
+// batch, have the model runner execute it, sample, and hand each token to the
+// output processor, which detokenizes, checks stop conditions and builds the
+// outputs. Cancelled requests are removed (and their KV blocks freed) at the start
+// of the next step.
 //
-// The types the HTTP API speaks (GenerationRequest, OutputDelta, EngineClient...)
-// are in engine_client.h, the settings in engine_config.h.
+// The jobs beside the core have their own rooms (after vLLM v1): the API types in
+// engine_client.h, admission checks in request_admission.h, output processing in
+// output_processor.h, structured outputs in structured_output.h, speculative
+// decoding in speculative_decoder.h; KV export/import for prefill/decode
+// disaggregation is in engine_kv_transfer.cpp.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -29,12 +32,15 @@
 #include "distllm/serve/draft_proposer.h"
 #include "distllm/serve/engine_client.h"
 #include "distllm/serve/engine_config.h"
+#include "distllm/serve/engine_request.h"
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/metrics.h"
 #include "distllm/serve/model_runner.h"
+#include "distllm/serve/output_processor.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/scheduler.h"
 #include "distllm/serve/speculative.h"
+#include "distllm/serve/speculative_decoder.h"
 #include "distllm/serve/structured/compiler.h"
 #include "distllm/serve/text_codec.h"
 
@@ -78,7 +84,7 @@ class Engine : public EngineClient {
   const TextCodec& codec() const override { return codec_; }
   const EngineConfig& config() const { return config_; }
   // The speculative proposer (nullptr when speculation is off). For tests.
-  const DraftProposer* proposer() const { return proposer_.get(); }
+  const DraftProposer* proposer() const { return spec_.proposer(); }
   EngineStats stats() const override;
   // Blocks until no request is in the engine (or the timeout passes). For tests.
   bool wait_idle(double timeout_seconds) override;
@@ -98,7 +104,6 @@ class Engine : public EngineClient {
   const ModelRunner& runner() const { return runner_; }
 
  private:
-  struct RequestState;
   struct Task;
   // Runs `fn` on the engine thread at the start of a step and waits for it
   // (rethrowing what it threw). `fn` must own what it uses: after a timeout it may
@@ -110,29 +115,24 @@ class Engine : public EngineClient {
   void take_in();
   // Ends a request: frees its blocks, records metrics, pushes its final delta
   // (`last`, when given, carries the final token's output too).
-  void finish(RequestState& st, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
-  // Appends one sampled token; returns true when it ended the request (st is then
-  // destroyed).
-  bool process_sample(RequestState& st, const SampleResult& sample, double now);
-  // Sets Sequence::draft for every running sequence that is decoding.
-  void propose_drafts();
-  // Samples (and verifies the draft of) one chunk whose logits start at `logits`.
-  VerifyResult sample_chunk(const RequestState& st, const ScheduledChunk& c, const float* logits,
-                            SamplerScratch& scratch) const;
+  void finish(EngineRequest& r, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
+  // Hands one chunk's verified samples to the output processor; finishes the
+  // request where a token ends it.
+  void apply_samples(EngineRequest& r, const ScheduledChunk& c, const VerifyResult& v, double now);
   void publish_stats();
 
   ModelRunner& runner_;
   const TextCodec& codec_;
   EngineConfig config_;
   ServeMetrics& metrics_;
-  int max_model_len_ = 0;
   KvCacheManager kv_;
+  int max_model_len_;
   Scheduler scheduler_;
-  std::vector<SamplerScratch> scratch_;  // one per sampling thread
-  std::unique_ptr<DraftProposer> proposer_;  // set when speculation is enabled
+  SpeculativeDecoder spec_;
+  OutputProcessor output_;
 
   // Engine-thread state.
-  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<EngineRequest>> requests_;
   int64_t steps_ = 0;
   int max_batch_ = 0;
   int64_t peak_in_scheduler_ = 0;
@@ -141,7 +141,7 @@ class Engine : public EngineClient {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::vector<std::unique_ptr<RequestState>> incoming_;
+  std::vector<std::unique_ptr<EngineRequest>> incoming_;
   std::vector<uint64_t> aborts_;
   std::optional<std::string> abort_all_reason_;
   std::vector<std::shared_ptr<Task>> tasks_;
