@@ -1,8 +1,32 @@
 #include "distllm/serve/request_admission.h"
 
 #include <cmath>
+#include <utility>
 
 namespace distllm::serve {
+
+namespace {
+
+// Values the sampler cannot work with: non-finite numbers anywhere, and penalties
+// that would turn logits infinite. (The HTTP API checks its ranges first, naming
+// the field; this guards every other client of the engine.)
+void check_sampling(const SamplingParams& p) {
+  for (auto [name, v] : {std::pair{"temperature", p.temperature}, std::pair{"top_p", p.top_p},
+                         std::pair{"min_p", p.min_p}, std::pair{"presence_penalty", p.presence_penalty},
+                         std::pair{"frequency_penalty", p.frequency_penalty},
+                         std::pair{"repetition_penalty", p.repetition_penalty}}) {
+    if (!std::isfinite(v)) throw RequestError(400, strprintf("%s must be a finite number", name));
+  }
+  if (p.temperature < 0.0f) throw RequestError(400, strprintf("temperature must not be negative, got %g", p.temperature));
+  if (!(p.repetition_penalty >= kMinRepetitionPenalty)) {
+    throw RequestError(400, strprintf("repetition_penalty must be at least %g (smaller values make logits infinite), "
+                                      "got %g",
+                                      static_cast<double>(kMinRepetitionPenalty),
+                                      static_cast<double>(p.repetition_penalty)));
+  }
+}
+
+}  // namespace
 
 void validate_requests(const std::vector<GenerationRequest>& requests, const AdmissionLimits& limits) {
   const int vocab = limits.vocab_size;
@@ -44,6 +68,7 @@ void validate_requests(const std::vector<GenerationRequest>& requests, const Adm
       if (t < 0 || t >= vocab) throw RequestError(400, strprintf("logit_bias token id %d is outside the vocabulary [0, %d)", t, vocab));
       if (!std::isfinite(bias)) throw RequestError(400, strprintf("logit_bias for token %d is not a finite number", t));
     }
+    check_sampling(r.sampling);
     if (r.min_tokens < 0 || r.min_tokens > r.max_tokens) {
       throw RequestError(400, strprintf("min_tokens must be between 0 and max_tokens (%d), got %d", r.max_tokens, r.min_tokens));
     }

@@ -22,7 +22,8 @@ struct AdmissionLimits {
 
 // Throws RequestError(400) for the first request that can never run: an empty or
 // out-of-vocabulary prompt, a length over the context or the whole KV cache, bad
-// stop strings or ids, bad logit_bias, min_tokens outside [0, max_tokens].
+// stop strings or ids, bad logit_bias, min_tokens outside [0, max_tokens], sampling
+// numbers that are not finite or a repetition_penalty below kMinRepetitionPenalty.
 void validate_requests(const std::vector<GenerationRequest>& requests, const AdmissionLimits& limits);
 
 }  // namespace distllm::serve
