@@ -92,7 +92,13 @@ std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, st
     r->out = out;
     r->index = static_cast<int>(i);
     output_.init_request(*r);
-    if (r->req.grammar) r->grammar = std::make_unique<RequestGrammar>(r->req.grammar, runner_.vocab_size());
+    if (r->req.grammar) {
+      try {
+        r->grammar = std::make_unique<RequestGrammar>(r->req.grammar, runner_.vocab_size());
+      } catch (const structured::GrammarError& e) {
+        throw RequestError(400, std::string("the request's grammar cannot be followed: ") + e.what());
+      }
+    }
     r->arrival = now;
     ids.push_back(r->seq.id);
     states.push_back(std::move(r));
@@ -246,9 +252,19 @@ void Engine::finish(EngineRequest& r, FinishReason reason, const std::string& er
 void Engine::apply_samples(EngineRequest& r, const ScheduledChunk& c, const VerifyResult& v, double now) {
   metrics_.observe_speculation(c.num_draft, v.num_accepted);
   // Emit in order; a stop condition on any of them ends the request there, and
-  // nothing after it is emitted.
+  // nothing after it is emitted. What fails while processing one request's token
+  // (its grammar, its detokenizer) fails that request alone.
   for (const SampleResult& sample : v.samples) {
-    OutputProcessor::TokenOutput o = output_.append_token(r, sample, now);
+    OutputProcessor::TokenOutput o;
+    try {
+      o = output_.append_token(r, sample, now);
+    } catch (const structured::GrammarError& e) {
+      o.finish = FinishReason::kError;
+      o.error = std::string("the request's grammar cannot be followed: ") + e.what();
+    } catch (const std::exception& e) {
+      o.finish = FinishReason::kError;
+      o.error = std::string("output processing failed: ") + e.what();
+    }
     if (o.finish != FinishReason::kNone) {
       finish(r, o.finish, o.error, &o.delta);
       return;
@@ -258,6 +274,13 @@ void Engine::apply_samples(EngineRequest& r, const ScheduledChunk& c, const Veri
   if (c.num_draft > 0) {
     spec_.on_verified(r.seq, v.num_accepted);
     scheduler_.accept_draft(&r.seq, v.num_accepted);
+  }
+}
+
+void Engine::fail_batch(const SchedulerOutput& out, const std::string& error) {
+  for (const ScheduledChunk& c : out.chunks) {
+    auto it = requests_.find(c.seq->id);
+    if (it != requests_.end()) finish(*it->second, FinishReason::kError, error);
   }
 }
 
@@ -288,25 +311,28 @@ void Engine::step() {
     if (c.cached_tokens > 0 && c.seq->num_preemptions == 0) requests_.at(c.seq->id)->cached_tokens = static_cast<int>(c.cached_tokens);
     batch.push_back(std::move(sc));
   }
+  // A runner failure fails the batch's requests; the engine goes on with the rest.
   std::vector<float> logits;
   try {
     runner_.execute(batch, logits);
   } catch (const std::exception& e) {
     LOG_ERROR("engine: model step failed (%zu sequences): %s", batch.size(), e.what());
-    for (const ScheduledChunk& c : out.chunks) {
-      auto it = requests_.find(c.seq->id);
-      if (it != requests_.end()) finish(*it->second, FinishReason::kError, std::string("model error: ") + e.what());
-    }
+    fail_batch(out, std::string("model error: ") + e.what());
+    return;
+  }
+  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
+  size_t rows = 0;
+  for (const ScheduledChunk& c : out.chunks) rows += static_cast<size_t>(c.num_logits);
+  if (logits.size() != rows * vocab) {
+    const std::string error = strprintf("model error: the runner returned %zu logits, expected %zu rows of %zu",
+                                        logits.size(), rows, vocab);
+    LOG_ERROR("engine: %s", error.c_str());
+    fail_batch(out, error);
     return;
   }
   ++steps_;
   max_batch_ = std::max(max_batch_, static_cast<int>(batch.size()));
   scheduler_.on_step_done(out);
-  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
-  size_t rows = 0;
-  for (const ScheduledChunk& c : out.chunks) rows += static_cast<size_t>(c.num_logits);
-  DL_CHECK(logits.size() == rows * vocab, "model runner returned %zu logits, expected %zu rows of %zu", logits.size(),
-           rows, vocab);
   // Sample every sequence first, in parallel, then apply the results in batch
   // order on this thread.
   std::vector<SpeculativeDecoder::ChunkSamples> samples =

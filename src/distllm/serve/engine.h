@@ -8,6 +8,11 @@
 // outputs. Cancelled requests are removed (and their KV blocks freed) at the start
 // of the next step.
 //
+// One request's failure (its grammar, its sampling parameters, its output
+// processing, its draft) ends that request alone, with FinishReason::kError and the
+// error in its final delta; a runner failure ends the requests of that step. Only
+// a failure of the shared state (KV bookkeeping, the scheduler) stops the loop.
+//
 // The jobs beside the core have their own rooms (after vLLM v1): the API types in
 // engine_client.h, admission checks in request_admission.h, output processing in
 // output_processor.h, structured outputs in structured_output.h, speculative
@@ -119,6 +124,8 @@ class Engine : public EngineClient {
   // Hands one chunk's verified samples to the output processor; finishes the
   // request where a token ends it.
   void apply_samples(EngineRequest& r, const ScheduledChunk& c, const VerifyResult& v, double now);
+  // Ends every request of a step whose model run failed.
+  void fail_batch(const SchedulerOutput& out, const std::string& error);
   void publish_stats();
 
   ModelRunner& runner_;

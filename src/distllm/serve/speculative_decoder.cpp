@@ -54,7 +54,15 @@ void SpeculativeDecoder::propose(const std::vector<Sequence*>& running,
     k = std::min<int64_t>(k, r.req.max_tokens - seq->num_generated() - 1);
     k = std::min<int64_t>(k, max_model_len_ - len - 1);
     if (k <= 0) continue;
-    seq->draft = proposer_->propose(*seq, static_cast<int>(k));
+    try {
+      seq->draft = proposer_->propose(*seq, static_cast<int>(k));
+    } catch (const std::exception& e) {
+      // No draft: the output is the same, only this sequence's speedup is lost.
+      LOG_ERROR("engine: draft proposer failed for request %llu: %s", static_cast<unsigned long long>(seq->id),
+                e.what());
+      seq->draft.clear();
+      release(seq->id);
+    }
   }
 }
 
@@ -92,6 +100,8 @@ std::vector<SpeculativeDecoder::ChunkSamples> SpeculativeDecoder::sample(
       try {
         s.result = sample_chunk(*s.request, *s.chunk, logits.data() + first_row[static_cast<size_t>(k)] * vocab_size,
                                 vocab_size, scratch_[static_cast<size_t>(t)]);
+      } catch (const structured::GrammarError& e) {
+        s.error = std::string("the request's grammar cannot be followed: ") + e.what();
       } catch (const std::exception& e) {
         s.error = std::string("sampling failed: ") + e.what();
       }
@@ -133,11 +143,25 @@ VerifyResult SpeculativeDecoder::sample_chunk(EngineRequest& r, const ScheduledC
 }
 
 void SpeculativeDecoder::on_verified(const Sequence& seq, int num_accepted) {
-  if (proposer_) proposer_->on_verified(seq, num_accepted);
+  if (!proposer_) return;
+  try {
+    proposer_->on_verified(seq, num_accepted);
+  } catch (const std::exception& e) {
+    // Forget what the proposer knew of this sequence (a draft model starts its K/V
+    // over): drafts only change the speed, never the output.
+    LOG_ERROR("engine: draft proposer failed for request %llu: %s", static_cast<unsigned long long>(seq.id), e.what());
+    release(seq.id);
+  }
 }
 
 void SpeculativeDecoder::release(uint64_t seq_id) {
-  if (proposer_) proposer_->release(seq_id);
+  if (!proposer_) return;
+  try {
+    proposer_->release(seq_id);
+  } catch (const std::exception& e) {
+    LOG_ERROR("engine: draft proposer failed to release request %llu: %s", static_cast<unsigned long long>(seq_id),
+              e.what());
+  }
 }
 
 }  // namespace distllm::serve
