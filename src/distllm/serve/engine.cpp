@@ -1,34 +1,16 @@
 #include "distllm/serve/engine.h"
 
-#include "distllm/serve/structured/matcher.h"
-
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <future>
 #include <random>
 
 #include "distllm/base/log.h"
-#include "distllm/base/parallel.h"
-#include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
+#include "distllm/serve/request_admission.h"
 
 namespace distllm::serve {
 namespace {
-
-int derive_num_blocks(const EngineConfig& config, const ModelRunner& runner) {
-  if (config.num_blocks > 0) return config.num_blocks;
-  DL_CHECK(config.block_size > 0, "--block-size must be positive, got %d", config.block_size);
-  DL_CHECK(config.kv_cache_memory_gib > 0, "--kv-cache-memory must be positive, got %g GiB",
-           config.kv_cache_memory_gib);
-  size_t per_block = runner.kv_bytes_per_block(config.block_size);
-  DL_CHECK(per_block > 0, "model runner reports 0 bytes per KV block");
-  double blocks = config.kv_cache_memory_gib * 1073741824.0 / static_cast<double>(per_block);
-  DL_CHECK(blocks >= 1.0, "--kv-cache-memory %g GiB holds no KV block (one block of %d tokens takes %zu bytes)",
-           config.kv_cache_memory_gib, config.block_size, per_block);
-  DL_CHECK(blocks < 2e9, "--kv-cache-memory %g GiB is too large", config.kv_cache_memory_gib);
-  return static_cast<int>(blocks);
-}
 
 uint64_t entropy_seed() {
   std::random_device rd;
@@ -37,67 +19,9 @@ uint64_t entropy_seed() {
 
 }  // namespace
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "";
-}
-
-void OutputQueue::push(OutputDelta delta) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(delta));
-  }
-  cv_.notify_all();
-}
-
-bool OutputQueue::pop_all(std::vector<OutputDelta>& out, double timeout_seconds) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (pending_.empty()) {
-    cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return !pending_.empty(); });
-  }
-  if (pending_.empty()) return false;
-  for (auto& d : pending_) out.push_back(std::move(d));
-  pending_.clear();
-  return true;
-}
-
 struct Engine::Task {
   std::function<void()> fn;
   std::promise<void> done;
-};
-
-struct Engine::RequestState {
-  Sequence seq;
-  GenerationRequest req;
-  std::shared_ptr<OutputQueue> out;
-  int index = 0;
-  std::unique_ptr<Detokenizer> detok;
-  double arrival = 0.0;
-  double last_token = 0.0;
-  bool scheduled = false;
-  int cached_tokens = 0;
-  std::vector<int32_t> min_tokens_suppressed;  // EOS (unless ignored) and stop ids
-  // Structured output: the grammar's state and the allowed-token mask for the next
-  // sample (one buffer per request: rows are sampled in parallel).
-  std::unique_ptr<structured::GrammarMatcher> matcher;
-  mutable std::vector<uint32_t> grammar_mask;  // filled while sampling (sample_chunk)
-
-  // What the sampler sees of this sequence for its next token.
-  SequenceContext sampling_context() const {
-    SequenceContext c;
-    const std::span<const int32_t> all(seq.tokens);
-    c.prompt = all.first(static_cast<size_t>(seq.num_prompt_tokens));
-    c.generated = all.subspan(static_cast<size_t>(seq.num_prompt_tokens));
-    if (seq.num_generated() < req.min_tokens) c.suppressed = min_tokens_suppressed;
-    if (matcher) c.allowed = grammar_mask;
-    return c;
-  }
 };
 
 Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config, ServeMetrics& metrics,
@@ -106,45 +30,24 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
       codec_(codec),
       config_(config),
       metrics_(metrics),
-      kv_(derive_num_blocks(config, runner), config.block_size, config.enable_prefix_cache),
+      kv_(kv_blocks_for(config, runner), config.block_size, config.enable_prefix_cache),
+      max_model_len_(max_model_len_for(config, runner)),
       scheduler_(config.scheduler, kv_),
+      spec_(config.speculative, max_model_len_, runner, draft_runner, kv_.num_blocks(), config.block_size),
+      output_(codec, metrics, max_model_len_),
       next_id_(config.first_request_id) {
-  max_model_len_ = config.max_model_len > 0 ? std::min(config.max_model_len, runner.max_context()) : runner.max_context();
-  DL_CHECK(max_model_len_ >= 2, "max model length must be at least 2 tokens, got %d", max_model_len_);
   DL_CHECK(config.max_queued_requests >= 1, "--max-queued-requests must be at least 1, got %d",
            config.max_queued_requests);
-  config_.speculative.validate();
   DL_CHECK(codec.vocab_size() <= runner.vocab_size(),
            "tokenizer has %d tokens but the model's vocabulary has only %d", codec.vocab_size(), runner.vocab_size());
-  if (config_.speculative.method == SpeculativeMethod::kDraft) {
-    DL_CHECK(draft_runner != nullptr, "--speculative draft needs --draft-model DIR");
-    DL_CHECK(draft_runner->vocab_size() == runner.vocab_size(),
-             "--draft-model has a vocabulary of %d tokens but the model's has %d: the draft must use the same "
-             "tokenizer and vocabulary",
-             draft_runner->vocab_size(), runner.vocab_size());
-  }
   runner_.allocate_kv(kv_.num_blocks(), config.block_size);
-  if (config_.speculative.enabled()) {
-    if (config_.speculative.method == SpeculativeMethod::kDraft) {
-      proposer_ = std::make_unique<DraftModelProposer>(*draft_runner, kv_.num_blocks(), config.block_size);
-    } else {
-      proposer_ = std::make_unique<NgramProposer>(config_.speculative.ngram);
-    }
-  }
   publish_stats();
   LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens, KV cache %s, %zu bytes per block), max model length %d, "
            "prefix cache %s",
            kv_.num_blocks(), config.block_size, kv_.num_blocks() * config.block_size,
            dtype_short_name(runner_.kv_geometry().dtype), runner_.kv_bytes_per_block(config.block_size), max_model_len_,
            config.enable_prefix_cache ? "on" : "off");
-  if (config_.speculative.method == SpeculativeMethod::kNgram && config_.speculative.enabled()) {
-    LOG_INFO("engine: speculative decoding: ngram, %d tokens, n-gram %d..%d", config_.speculative.num_speculative_tokens,
-             config_.speculative.ngram.min_n, config_.speculative.ngram.max_n);
-  } else if (config_.speculative.enabled()) {
-    LOG_INFO("engine: speculative decoding: draft model, %d tokens, draft KV cache %zu bytes",
-             config_.speculative.num_speculative_tokens,
-             draft_runner->kv_bytes_per_block(config.block_size) * static_cast<size_t>(kv_.num_blocks()));
-  }
+  spec_.log_setup(kv_.num_blocks(), config.block_size);
 }
 
 Engine::~Engine() { stop(); }
@@ -174,77 +77,31 @@ int Engine::max_completion_tokens(int prompt_len) const {
 
 std::vector<uint64_t> Engine::submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out) {
   DL_ASSERT(out != nullptr);
-  const int vocab = runner_.vocab_size();
-  const int64_t cache_tokens = static_cast<int64_t>(kv_.num_blocks()) * config_.block_size;
-  if (static_cast<int64_t>(requests.size()) > config_.max_queued_requests) {
-    throw RequestError(400, strprintf("this request asks for %zu sequences but the server queues at most %d",
-                                      requests.size(), config_.max_queued_requests));
-  }
-  for (const auto& r : requests) {
-    if (r.prompt.empty()) throw RequestError(400, "the prompt is empty: it must have at least one token");
-    for (int32_t t : r.prompt) {
-      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("prompt token id %d is outside the vocabulary [0, %d)", t, vocab));
-    }
-    if (r.max_tokens < 1) throw RequestError(400, strprintf("max_tokens must be at least 1, got %d", r.max_tokens));
-    int64_t prompt = static_cast<int64_t>(r.prompt.size());
-    int64_t total = prompt + r.max_tokens;
-    if (total > max_model_len_) {
-      throw RequestError(400, strprintf("This model's maximum context length is %d tokens. However, you requested %lld "
-                                        "tokens (%lld in the prompt, %d for the completion). Please reduce the length "
-                                        "of the prompt or the completion.",
-                                        max_model_len_, static_cast<long long>(total), static_cast<long long>(prompt),
-                                        r.max_tokens));
-    }
-    if (total > cache_tokens) {
-      throw RequestError(400, strprintf("The KV cache holds %lld tokens (%d blocks of %d) but this request needs up to "
-                                        "%lld (%lld in the prompt, %d for the completion). Please reduce the length "
-                                        "of the prompt or the completion, or start the server with more "
-                                        "--kv-cache-memory.",
-                                        static_cast<long long>(cache_tokens), kv_.num_blocks(), config_.block_size,
-                                        static_cast<long long>(total), static_cast<long long>(prompt), r.max_tokens));
-    }
-    for (int32_t t : r.stop_token_ids) {
-      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("stop token id %d is outside the vocabulary [0, %d)", t, vocab));
-    }
-    for (const auto& s : r.stop) {
-      if (s.empty()) throw RequestError(400, "stop strings must not be empty");
-    }
-    for (const auto& [t, bias] : r.sampling.logit_bias) {
-      if (t < 0 || t >= vocab) throw RequestError(400, strprintf("logit_bias token id %d is outside the vocabulary [0, %d)", t, vocab));
-      if (!std::isfinite(bias)) throw RequestError(400, strprintf("logit_bias for token %d is not a finite number", t));
-    }
-    if (r.min_tokens < 0 || r.min_tokens > r.max_tokens) {
-      throw RequestError(400, strprintf("min_tokens must be between 0 and max_tokens (%d), got %d", r.max_tokens, r.min_tokens));
-    }
-  }
-
+  validate_requests(requests, AdmissionLimits{runner_.vocab_size(), max_model_len_, kv_.num_blocks(),
+                                              config_.block_size, config_.max_queued_requests});
   const double now = now_seconds();
-  std::vector<std::unique_ptr<RequestState>> states;
+  std::vector<std::unique_ptr<EngineRequest>> states;
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto st = std::make_unique<RequestState>();
-    st->seq.id = next_id_.fetch_add(1);
-    st->seq.num_prompt_tokens = static_cast<int>(requests[i].prompt.size());
-    st->seq.tokens = requests[i].prompt;
-    st->req = std::move(requests[i]);
-    st->req.sampling.seed = st->req.seed ? *st->req.seed : entropy_seed();
-    st->out = out;
-    st->index = static_cast<int>(i);
-    st->detok = std::make_unique<Detokenizer>(codec_.stream_decoder(), st->req.stop,
-                                              st->req.include_stop_str_in_output);
-    if (st->req.min_tokens > 0) {
-      st->detok->set_stops_armed(false);
-      if (!st->req.ignore_eos && codec_.eos_token_id() >= 0) st->min_tokens_suppressed.push_back(codec_.eos_token_id());
-      for (int32_t t : st->req.stop_token_ids) st->min_tokens_suppressed.push_back(t);
+    auto r = std::make_unique<EngineRequest>();
+    r->seq.id = next_id_.fetch_add(1);
+    r->seq.num_prompt_tokens = static_cast<int>(requests[i].prompt.size());
+    r->seq.tokens = requests[i].prompt;
+    r->req = std::move(requests[i]);
+    r->req.sampling.seed = r->req.seed ? *r->req.seed : entropy_seed();
+    r->out = out;
+    r->index = static_cast<int>(i);
+    output_.init_request(*r);
+    if (r->req.grammar) {
+      try {
+        r->grammar = std::make_unique<RequestGrammar>(r->req.grammar, runner_.vocab_size());
+      } catch (const structured::GrammarError& e) {
+        throw RequestError(400, std::string("the request's grammar cannot be followed: ") + e.what());
+      }
     }
-    if (st->req.grammar) {
-      st->matcher = std::make_unique<structured::GrammarMatcher>(st->req.grammar);
-      size_t words = (static_cast<size_t>(runner_.vocab_size()) + 31) / 32;
-      st->grammar_mask.assign(std::max(words, st->req.grammar->mask_words()), 0);
-    }
-    st->arrival = now;
-    ids.push_back(st->seq.id);
-    states.push_back(std::move(st));
+    r->arrival = now;
+    ids.push_back(r->seq.id);
+    states.push_back(std::move(r));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -341,45 +198,8 @@ void Engine::run_on_loop(std::function<void()> fn, double timeout_seconds) {
   }
 }
 
-std::vector<std::string> Engine::export_cached_prefix(std::vector<int32_t> tokens, int max_blocks,
-                                                      double timeout_seconds) {
-  auto toks = std::make_shared<std::vector<int32_t>>(std::move(tokens));
-  auto out = std::make_shared<std::vector<std::string>>();
-  run_on_loop(
-      [this, toks, out, max_blocks] {
-        std::vector<int32_t> blocks = kv_.cached_prefix_blocks(*toks);
-        if (blocks.size() > static_cast<size_t>(std::max(0, max_blocks))) blocks.resize(static_cast<size_t>(std::max(0, max_blocks)));
-        const size_t bytes = runner_.kv_bytes_per_block(config_.block_size);
-        for (int32_t b : blocks) {
-          std::string data(bytes, '\0');
-          runner_.read_kv_block(b, data.data());
-          out->push_back(std::move(data));
-        }
-      },
-      timeout_seconds);
-  return std::move(*out);
-}
-
-int Engine::import_prefix(std::vector<int32_t> tokens, std::vector<std::string> blocks, double timeout_seconds) {
-  auto toks = std::make_shared<std::vector<int32_t>>(std::move(tokens));
-  auto data = std::make_shared<std::vector<std::string>>(std::move(blocks));
-  auto cached = std::make_shared<int>(0);
-  run_on_loop(
-      [this, toks, data, cached] {
-        const size_t bytes = runner_.kv_bytes_per_block(config_.block_size);
-        for (const std::string& b : *data)
-          DL_CHECK(b.size() == bytes, "KV block of %zu bytes, this model's take %zu", b.size(), bytes);
-        *cached = kv_.import_prefix(*toks, static_cast<int>(data->size()), [&](int i, int32_t block) {
-          runner_.write_kv_block(block, (*data)[static_cast<size_t>(i)].data());
-        });
-        if (config_.check_invariants) kv_.check_invariants();
-      },
-      timeout_seconds);
-  return *cached;
-}
-
 void Engine::take_in() {
-  std::vector<std::unique_ptr<RequestState>> incoming;
+  std::vector<std::unique_ptr<EngineRequest>> incoming;
   std::vector<uint64_t> aborts;
   std::optional<std::string> abort_all_reason;
   std::vector<std::shared_ptr<Task>> tasks;
@@ -399,7 +219,7 @@ void Engine::take_in() {
     }
   }
   for (auto& st : incoming) {
-    RequestState* raw = st.get();
+    EngineRequest* raw = st.get();
     requests_.emplace(raw->seq.id, std::move(st));
     scheduler_.add(&raw->seq);
   }
@@ -415,183 +235,66 @@ void Engine::take_in() {
   }
 }
 
-void Engine::finish(RequestState& st, FinishReason reason, const std::string& error, OutputDelta* last) {
-  scheduler_.finish(&st.seq);  // frees the KV blocks
-  if (proposer_) proposer_->release(st.seq.id);
-  const double now = now_seconds();
-  OutputDelta d;
-  if (last) d = std::move(*last);  // the final token and the finish travel together
-  d.index = st.index;
-  d.finish = reason;
-  d.error = error;
-  d.prompt_tokens = st.seq.num_prompt_tokens;
-  d.completion_tokens = static_cast<int>(st.seq.num_generated());
-  d.cached_tokens = st.cached_tokens;
-  switch (reason) {
-    case FinishReason::kStop:
-    case FinishReason::kLength:
-      metrics_.observe_e2e(now - st.arrival);
-      metrics_.count_finished(reason == FinishReason::kStop ? ServeMetrics::Finish::kStop : ServeMetrics::Finish::kLength);
-      break;
-    case FinishReason::kAbort: metrics_.count_finished(ServeMetrics::Finish::kAborted); break;
-    case FinishReason::kError: metrics_.count_finished(ServeMetrics::Finish::kFailed); break;
-    case FinishReason::kNone: DL_ASSERT(false);
-  }
+void Engine::finish(EngineRequest& r, FinishReason reason, const std::string& error, OutputDelta* last) {
+  scheduler_.finish(&r.seq);  // frees the KV blocks
+  spec_.release(r.seq.id);
+  OutputDelta d = output_.final_delta(r, reason, error, last, now_seconds());
   {
     // Before the push: a client that resubmits the moment it hears back must find
     // this request's place free.
     std::lock_guard<std::mutex> lock(mu_);
     --admitted_;
   }
-  st.out->push(std::move(d));
-  requests_.erase(st.seq.id);  // destroys st
+  r.out->push(std::move(d));
+  requests_.erase(r.seq.id);  // destroys r
 }
 
-bool Engine::process_sample(RequestState& st, const SampleResult& sample, double now) {
-  const int32_t token = sample.token;
-  const int64_t generated_before = st.seq.num_generated();
-  st.seq.tokens.push_back(token);
-  metrics_.add_generation_tokens(1);
-  if (generated_before == 0) {
-    metrics_.observe_ttft(now - st.arrival);
-    metrics_.add_prompt_tokens(st.seq.num_prompt_tokens);
-  } else {
-    metrics_.observe_itl(now - st.last_token);
-  }
-  st.last_token = now;
-
-  OutputDelta d;
-  d.index = st.index;
-  d.token_ids.push_back(token);
-  FinishReason reason = FinishReason::kNone;
-  const auto& stop_ids = st.req.stop_token_ids;
-  const bool is_eos = !st.req.ignore_eos && token == codec_.eos_token_id();
-  const bool is_stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
-  // Structured output: the grammar follows every token; once only EOS could
-  // follow, the output is complete.
-  bool grammar_complete = false;
-  if (st.matcher) {
-    if (!st.matcher->accept_token(token)) {
-      finish(st, FinishReason::kError, "internal error: a sampled token does not fit the request's grammar");
-      return true;
+void Engine::apply_samples(EngineRequest& r, const ScheduledChunk& c, const VerifyResult& v, double now) {
+  metrics_.observe_speculation(c.num_draft, v.num_accepted);
+  // Emit in order; a stop condition on any of them ends the request there, and
+  // nothing after it is emitted. What fails while processing one request's token
+  // (its grammar, its detokenizer) fails that request alone.
+  for (const SampleResult& sample : v.samples) {
+    OutputProcessor::TokenOutput o;
+    try {
+      o = output_.append_token(r, sample, now);
+    } catch (const structured::GrammarError& e) {
+      o.finish = FinishReason::kError;
+      o.error = std::string("the request's grammar cannot be followed: ") + e.what();
+    } catch (const std::exception& e) {
+      o.finish = FinishReason::kError;
+      o.error = std::string("output processing failed: ") + e.what();
     }
-    grammar_complete = st.matcher->only_eos() || st.matcher->is_terminated();
+    if (o.finish != FinishReason::kNone) {
+      finish(r, o.finish, o.error, &o.delta);
+      return;
+    }
+    r.out->push(std::move(o.delta));
   }
-  // A stop token's text is not part of the output, except a stop_token_ids token
-  // with include_stop_str_in_output (as vLLM does it; EOS never has text).
-  if (is_eos || (is_stop_id && !st.req.include_stop_str_in_output)) {
-    reason = FinishReason::kStop;
-  } else {
-    if (st.seq.num_generated() >= st.req.min_tokens) st.detok->set_stops_armed(true);
-    Detokenizer::Output o = st.detok->push(token);
-    d.text = std::move(o.text);
-    if (sample.has_logprobs) d.logprobs.push_back(sample.logprobs);
-    if (o.stopped || is_stop_id) reason = FinishReason::kStop;
-  }
-  if (reason == FinishReason::kNone && grammar_complete) reason = FinishReason::kStop;
-  if (reason == FinishReason::kNone &&
-      (st.seq.num_generated() >= st.req.max_tokens || static_cast<int64_t>(st.seq.tokens.size()) >= max_model_len_)) {
-    reason = FinishReason::kLength;
-  }
-  if (reason != FinishReason::kNone) {
-    Detokenizer::Output tail = st.detok->finish();  // text held back for a stop string that never came
-    d.text += tail.text;
-    if (tail.stopped) reason = FinishReason::kStop;
-  }
-  if (reason != FinishReason::kNone) {
-    finish(st, reason, "", &d);
-    return true;
-  }
-  st.out->push(std::move(d));
-  return false;
-}
-
-void Engine::propose_drafts() {
-  const SpeculativeConfig& spec = config_.speculative;
-  const bool off = !spec.enabled() || (spec.disable_by_batch_size > 0 &&
-                                       scheduler_.num_running() > static_cast<size_t>(spec.disable_by_batch_size));
-  for (Sequence* seq : scheduler_.running()) {
-    seq->draft.clear();
-    if (off) continue;
-    const int64_t len = static_cast<int64_t>(seq->tokens.size());
-    if (len - seq->num_computed != 1) continue;  // still prefilling
-    const RequestState& st = *requests_.at(seq->id);
-    // A step emits up to k + 1 tokens: never draft past max_tokens or the context.
-    int64_t k = spec.num_speculative_tokens;
-    k = std::min<int64_t>(k, st.req.max_tokens - seq->num_generated() - 1);
-    k = std::min<int64_t>(k, max_model_len_ - len - 1);
-    if (k <= 0) continue;
-    seq->draft = proposer_->propose(*seq, static_cast<int>(k));
+  if (c.num_draft > 0) {
+    spec_.on_verified(r.seq, v.num_accepted);
+    scheduler_.accept_draft(&r.seq, v.num_accepted);
   }
 }
 
-VerifyResult Engine::sample_chunk(const RequestState& st, const ScheduledChunk& c, const float* logits,
-                                  SamplerScratch& scratch) const {
-  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
-  const Sequence& seq = st.seq;
-  const std::span<const int32_t> all(seq.tokens);
-  const std::span<const int32_t> draft(seq.draft.data(), static_cast<size_t>(c.num_draft));
-  std::vector<int32_t> history;  // generated tokens plus the drafts accepted so far
-  // Structured output: row i's mask is the grammar's after draft[0, i). The matcher
-  // follows the accepted drafts here and is rolled back afterwards: process_sample
-  // accepts the emitted tokens for good.
-  size_t grammar_steps = 0;
-  struct Rollback {
-    structured::GrammarMatcher* m;
-    size_t& n;
-    ~Rollback() {
-      if (m && n) m->rollback(n);
-    }
-  } undo{st.matcher.get(), grammar_steps};
-  return verify_draft(draft, [&](int i) {
-    // Row i sees the sequence as it would be after the i accepted drafts: penalties
-    // count them, min_tokens suppression depends on the count including them.
-    SequenceContext ctx = st.sampling_context();
-    if (st.matcher) {
-      if (i > 0) {
-        // verify_draft only asks for row i once row i - 1 sampled draft[i - 1],
-        // which that row's mask allowed.
-        DL_CHECK(st.matcher->accept_token(draft[static_cast<size_t>(i - 1)]),
-                 "internal error: an accepted draft token does not fit the grammar");
-        ++grammar_steps;
-      }
-      st.matcher->fill_next_token_bitmask(st.grammar_mask);
-    }
-    if (i > 0) {
-      if (history.empty()) history.assign(all.begin() + seq.num_prompt_tokens, all.end());
-      history.push_back(draft[static_cast<size_t>(i - 1)]);
-      ctx.generated = history;
-      ctx.suppressed = {};
-      if (seq.num_generated() + i < st.req.min_tokens) ctx.suppressed = st.min_tokens_suppressed;
-    }
-    std::span<const float> row(logits + static_cast<size_t>(i) * vocab, vocab);
-    return sample_token(row, st.req.sampling, static_cast<uint64_t>(seq.num_generated() + i), scratch, ctx);
-  });
+void Engine::fail_batch(const SchedulerOutput& out, const std::string& error) {
+  for (const ScheduledChunk& c : out.chunks) {
+    auto it = requests_.find(c.seq->id);
+    if (it != requests_.end()) finish(*it->second, FinishReason::kError, error);
+  }
 }
 
 void Engine::step() {
-  propose_drafts();
+  spec_.propose(scheduler_.running(), [this](uint64_t id) -> const EngineRequest& { return *requests_.at(id); });
   SchedulerOutput out = scheduler_.schedule();
   if (out.empty()) return;
-  if (proposer_) {
-    bool drafts = false;
-    for (const ScheduledChunk& c : out.chunks) drafts |= c.num_draft > 0;
-    if (drafts) {
-      try {
-        proposer_->finalize(out.chunks, kv_);
-      } catch (const std::exception& e) {
-        // The drafts keep their placeholder tokens: verification rejects what does
-        // not match, so the output is unchanged; only this step's speedup is lost.
-        LOG_ERROR("engine: draft proposer failed: %s", e.what());
-      }
-    }
-  }
+  spec_.finalize(out.chunks, kv_);
   const double scheduled_at = now_seconds();
   for (Sequence* seq : out.admitted) {
-    RequestState& st = *requests_.at(seq->id);
-    if (!st.scheduled) {
-      st.scheduled = true;
-      metrics_.observe_queue_time(scheduled_at - st.arrival);
+    EngineRequest& r = *requests_.at(seq->id);
+    if (!r.scheduled) {
+      r.scheduled = true;
+      metrics_.observe_queue_time(scheduled_at - r.arrival);
     }
   }
   std::vector<SequenceChunk> batch;
@@ -608,77 +311,39 @@ void Engine::step() {
     if (c.cached_tokens > 0 && c.seq->num_preemptions == 0) requests_.at(c.seq->id)->cached_tokens = static_cast<int>(c.cached_tokens);
     batch.push_back(std::move(sc));
   }
+  // A runner failure fails the batch's requests; the engine goes on with the rest.
   std::vector<float> logits;
   try {
     runner_.execute(batch, logits);
   } catch (const std::exception& e) {
     LOG_ERROR("engine: model step failed (%zu sequences): %s", batch.size(), e.what());
-    for (const ScheduledChunk& c : out.chunks) {
-      auto it = requests_.find(c.seq->id);
-      if (it != requests_.end()) finish(*it->second, FinishReason::kError, std::string("model error: ") + e.what());
-    }
+    fail_batch(out, std::string("model error: ") + e.what());
+    return;
+  }
+  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
+  size_t rows = 0;
+  for (const ScheduledChunk& c : out.chunks) rows += static_cast<size_t>(c.num_logits);
+  if (logits.size() != rows * vocab) {
+    const std::string error = strprintf("model error: the runner returned %zu logits, expected %zu rows of %zu",
+                                        logits.size(), rows, vocab);
+    LOG_ERROR("engine: %s", error.c_str());
+    fail_batch(out, error);
     return;
   }
   ++steps_;
   max_batch_ = std::max(max_batch_, static_cast<int>(batch.size()));
   scheduler_.on_step_done(out);
-  const size_t vocab = static_cast<size_t>(runner_.vocab_size());
-  size_t rows = 0;
-  for (const ScheduledChunk& c : out.chunks) rows += static_cast<size_t>(c.num_logits);
-  DL_CHECK(logits.size() == rows * vocab, "model runner returned %zu logits, expected %zu rows of %zu", logits.size(),
-           rows, vocab);
-  // Sample every sequence first, in parallel (a full-vocabulary softmax per row is a
-  // visible share of a decode step at batch 16), then apply the results in batch
-  // order on this thread. Each row's draw depends only on its own logits, seed and
-  // step, so the split across threads changes nothing. A speculative chunk's rows
-  // are verified in order within its sequence (speculative.h).
-  std::vector<const ScheduledChunk*> sampled;
-  std::vector<RequestState*> sampled_state;
-  std::vector<size_t> first_row;
-  sampled.reserve(out.chunks.size());
-  for (size_t i = 0, row = 0; i < out.chunks.size(); ++i) {
-    const ScheduledChunk& c = out.chunks[i];
-    if (c.num_logits == 0) continue;
-    sampled.push_back(&c);
-    sampled_state.push_back(requests_.at(c.seq->id).get());
-    first_row.push_back(row);
-    row += static_cast<size_t>(c.num_logits);
-  }
-  const size_t n = sampled.size();
-  std::vector<VerifyResult> results(n);
-  std::vector<std::string> errors(n);
-  if (scratch_.size() < static_cast<size_t>(num_threads())) scratch_.resize(static_cast<size_t>(num_threads()));
-  parallel_chunks(0, static_cast<int64_t>(n), [&](int64_t lo, int64_t hi, int t) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const size_t i = static_cast<size_t>(r);
-      try {
-        results[i] = sample_chunk(*sampled_state[i], *sampled[i], logits.data() + first_row[i] * vocab,
-                                  scratch_[static_cast<size_t>(t)]);
-      } catch (const std::exception& e) {
-        errors[i] = std::string("sampling failed: ") + e.what();
-      }
-    }
-  });
+  // Sample every sequence first, in parallel, then apply the results in batch
+  // order on this thread.
+  std::vector<SpeculativeDecoder::ChunkSamples> samples =
+      spec_.sample(out.chunks, [this](uint64_t id) -> EngineRequest& { return *requests_.at(id); }, logits, vocab);
   const double now = now_seconds();
-  for (size_t i = 0; i < n; ++i) {
-    RequestState& st = *sampled_state[i];
-    Sequence* seq = &st.seq;
-    if (!errors[i].empty()) {
-      finish(st, FinishReason::kError, errors[i]);
+  for (SpeculativeDecoder::ChunkSamples& s : samples) {
+    if (!s.error.empty()) {
+      finish(*s.request, FinishReason::kError, s.error);
       continue;
     }
-    const VerifyResult& v = results[i];
-    metrics_.observe_speculation(sampled[i]->num_draft, v.num_accepted);
-    bool finished = false;
-    // Emit in order; a stop condition on any of them ends the request there, and
-    // nothing after it is emitted.
-    for (const SampleResult& sample : v.samples) {
-      if ((finished = process_sample(st, sample, now))) break;
-    }
-    if (!finished && sampled[i]->num_draft > 0) {
-      proposer_->on_verified(*seq, v.num_accepted);
-      scheduler_.accept_draft(seq, v.num_accepted);
-    }
+    apply_samples(*s.request, *s.chunk, s.result, now);
   }
   if (config_.check_invariants) kv_.check_invariants();
 }
@@ -712,17 +377,17 @@ void Engine::loop() {
   std::vector<uint64_t> ids;
   for (auto& [id, st] : requests_) ids.push_back(id);
   for (uint64_t id : ids) {
-    RequestState& st = *requests_.at(id);
+    EngineRequest& r = *requests_.at(id);
     try {
-      scheduler_.finish(&st.seq);
+      scheduler_.finish(&r.seq);
     } catch (const std::exception&) {
       // The KV bookkeeping may be what failed; the handler must still hear back.
     }
     OutputDelta d;
-    d.index = st.index;
+    d.index = r.index;
     d.finish = FinishReason::kError;
     d.error = "the engine stopped";
-    st.out->push(std::move(d));
+    r.out->push(std::move(d));
     requests_.erase(id);
   }
   {

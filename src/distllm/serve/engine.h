@@ -1,17 +1,28 @@
-// The serving engine: request lifecycle around one engine-loop thread.
+// The serving engine's core: request lifecycle around one engine-loop thread.
 //
 // HTTP handlers submit requests (one per choice) and read their outputs from an
 // OutputQueue; the engine thread owns everything else. Each loop iteration (a
 // "step"): take in new requests and cancellations, let the scheduler pick the
-// batch, have the model runner execute it, sample, detokenize, check stop
-// conditions, push outputs, update metrics. Cancelled requests are removed (and
-// their KV blocks freed) at the start of the next step.
+// batch, have the model runner execute it, sample, and hand each token to the
+// output processor, which detokenizes, checks stop conditions and builds the
+// outputs. Cancelled requests are removed (and their KV blocks freed) at the start
+// of the next step.
+//
+// One request's failure (its grammar, its sampling parameters, its output
+// processing, its draft) ends that request alone, with FinishReason::kError and the
+// error in its final delta; a runner failure ends the requests of that step. Only
+// a failure of the shared state (KV bookkeeping, the scheduler) stops the loop.
+//
+// The jobs beside the core have their own rooms (after vLLM v1): the API types in
+// engine_client.h, admission checks in request_admission.h, output processing in
+// output_processor.h, structured outputs in structured_output.h, speculative
+// decoding in speculative_decoder.h; KV export/import for prefill/decode
+// disaggregation is in engine_kv_transfer.cpp.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,131 +35,21 @@
 #include "distllm/base/error.h"
 #include "distllm/serve/detokenizer.h"
 #include "distllm/serve/draft_proposer.h"
+#include "distllm/serve/engine_client.h"
+#include "distllm/serve/engine_config.h"
+#include "distllm/serve/engine_request.h"
 #include "distllm/serve/kv_cache_manager.h"
 #include "distllm/serve/metrics.h"
 #include "distllm/serve/model_runner.h"
+#include "distllm/serve/output_processor.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/scheduler.h"
 #include "distllm/serve/speculative.h"
+#include "distllm/serve/speculative_decoder.h"
 #include "distllm/serve/structured/compiler.h"
 #include "distllm/serve/text_codec.h"
 
 namespace distllm::serve {
-
-// A request the engine refuses, with the HTTP status the API should answer.
-class RequestError : public Error {
- public:
-  RequestError(int status, const std::string& message) : Error(message), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
-
-struct EngineConfig {
-  int block_size = 16;
-  double kv_cache_memory_gib = 1.0;  // K/V storage; the block count follows from it
-  int num_blocks = 0;                // > 0: use exactly this many blocks instead
-  int max_model_len = 0;             // 0: the runner's max_context
-  SchedulerConfig scheduler;
-  // Admission bound: running + waiting never exceeds max_num_seqs + this; a
-  // submission that would pass it gets 429.
-  int max_queued_requests = 256;
-  bool enable_prefix_cache = true;
-  bool check_invariants = false;     // recount KV references every step (tests)
-  // Speculative decoding (speculative.h); off by default.
-  SpeculativeConfig speculative;
-  // The first request id this engine hands out (then +1 each). Engines that serve
-  // one API in turn (reloadable_engine.h) take disjoint ranges.
-  uint64_t first_request_id = 1;
-  // Which engine this is in ServeMetrics (set_step_state's `source`): engines that
-  // share one ServeMetrics take different sources.
-  int metrics_source = 0;
-};
-
-// One sequence to generate (one choice of an API request).
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  SamplingParams sampling;            // seed ignored: see `seed`
-  std::optional<uint64_t> seed;       // none: the engine draws one
-  int max_tokens = 16;
-  std::vector<std::string> stop;      // stop strings (matched on text)
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  // EOS and stop_token_ids cannot be sampled, and stop strings do not match, before
-  // this many tokens were generated (vLLM's min_tokens).
-  int min_tokens = 0;
-  bool include_stop_str_in_output = false;  // the matched stop string ends the text
-  // Structured output: every sampled token must fit this grammar (compiled against
-  // the codec's vocabulary); the request stops when only EOS could follow.
-  std::shared_ptr<const structured::CompiledGrammar> grammar;
-};
-
-enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
-
-// What one choice produced since its previous delta.
-struct OutputDelta {
-  int index = 0;  // choice index within the submission
-  std::string text;
-  std::vector<int32_t> token_ids;
-  std::vector<TokenLogprob> logprobs;  // for tokens whose text is part of the output
-  FinishReason finish = FinishReason::kNone;
-  std::string error;  // with kError
-  // Filled on the final delta.
-  int prompt_tokens = 0;
-  int completion_tokens = 0;
-  int cached_tokens = 0;
-};
-
-// Outputs of every choice of one submission, from the engine thread to a handler.
-class OutputQueue {
- public:
-  void push(OutputDelta delta);
-  // Waits up to `timeout_seconds` for outputs and moves all pending ones into
-  // `out` (appending). Returns false if nothing arrived.
-  bool pop_all(std::vector<OutputDelta>& out, double timeout_seconds);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<OutputDelta> pending_;
-};
-
-struct EngineStats {
-  int num_blocks = 0;
-  int free_blocks = 0;
-  int cached_blocks = 0;
-  int active_blocks = 0;
-  int64_t running = 0;
-  int64_t waiting = 0;
-  int64_t requests = 0;  // in the engine (waiting, running, or not yet taken in)
-  int64_t steps = 0;
-  int64_t preemptions = 0;
-  int max_batch_seqs = 0;
-  // Most requests running + waiting at once, as the scheduler held them (for the
-  // admission-bound tests: it is counted apart from the admission counter).
-  int64_t peak_running_plus_waiting = 0;
-};
-
-// What the HTTP API needs from whatever generates: the local Engine below; a
-// tensor-parallel engine or a remote replica behind a router can look the same.
-// Request ids are only meaningful to the client that submitted them.
-class EngineClient {
- public:
-  virtual ~EngineClient() = default;
-  virtual std::vector<uint64_t> submit(std::vector<GenerationRequest> requests, std::shared_ptr<OutputQueue> out) = 0;
-  virtual void abort(const std::vector<uint64_t>& ids) = 0;
-  virtual void abort_all(const std::string& reason) = 0;
-  virtual bool alive() const = 0;
-  virtual int max_model_len() const = 0;
-  virtual int max_completion_tokens(int prompt_len) const = 0;
-  // Requests it holds at most (running + queued); more get 429.
-  virtual int max_in_flight() const = 0;
-  virtual const TextCodec& codec() const = 0;
-  virtual EngineStats stats() const = 0;
-  virtual bool wait_idle(double timeout_seconds) = 0;
-};
 
 class Engine : public EngineClient {
  public:
@@ -188,7 +89,7 @@ class Engine : public EngineClient {
   const TextCodec& codec() const override { return codec_; }
   const EngineConfig& config() const { return config_; }
   // The speculative proposer (nullptr when speculation is off). For tests.
-  const DraftProposer* proposer() const { return proposer_.get(); }
+  const DraftProposer* proposer() const { return spec_.proposer(); }
   EngineStats stats() const override;
   // Blocks until no request is in the engine (or the timeout passes). For tests.
   bool wait_idle(double timeout_seconds) override;
@@ -208,7 +109,6 @@ class Engine : public EngineClient {
   const ModelRunner& runner() const { return runner_; }
 
  private:
-  struct RequestState;
   struct Task;
   // Runs `fn` on the engine thread at the start of a step and waits for it
   // (rethrowing what it threw). `fn` must own what it uses: after a timeout it may
@@ -220,29 +120,26 @@ class Engine : public EngineClient {
   void take_in();
   // Ends a request: frees its blocks, records metrics, pushes its final delta
   // (`last`, when given, carries the final token's output too).
-  void finish(RequestState& st, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
-  // Appends one sampled token; returns true when it ended the request (st is then
-  // destroyed).
-  bool process_sample(RequestState& st, const SampleResult& sample, double now);
-  // Sets Sequence::draft for every running sequence that is decoding.
-  void propose_drafts();
-  // Samples (and verifies the draft of) one chunk whose logits start at `logits`.
-  VerifyResult sample_chunk(const RequestState& st, const ScheduledChunk& c, const float* logits,
-                            SamplerScratch& scratch) const;
+  void finish(EngineRequest& r, FinishReason reason, const std::string& error = "", OutputDelta* last = nullptr);
+  // Hands one chunk's verified samples to the output processor; finishes the
+  // request where a token ends it.
+  void apply_samples(EngineRequest& r, const ScheduledChunk& c, const VerifyResult& v, double now);
+  // Ends every request of a step whose model run failed.
+  void fail_batch(const SchedulerOutput& out, const std::string& error);
   void publish_stats();
 
   ModelRunner& runner_;
   const TextCodec& codec_;
   EngineConfig config_;
   ServeMetrics& metrics_;
-  int max_model_len_ = 0;
   KvCacheManager kv_;
+  int max_model_len_;
   Scheduler scheduler_;
-  std::vector<SamplerScratch> scratch_;  // one per sampling thread
-  std::unique_ptr<DraftProposer> proposer_;  // set when speculation is enabled
+  SpeculativeDecoder spec_;
+  OutputProcessor output_;
 
   // Engine-thread state.
-  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<EngineRequest>> requests_;
   int64_t steps_ = 0;
   int max_batch_ = 0;
   int64_t peak_in_scheduler_ = 0;
@@ -251,7 +148,7 @@ class Engine : public EngineClient {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::vector<std::unique_ptr<RequestState>> incoming_;
+  std::vector<std::unique_ptr<EngineRequest>> incoming_;
   std::vector<uint64_t> aborts_;
   std::optional<std::string> abort_all_reason_;
   std::vector<std::shared_ptr<Task>> tasks_;

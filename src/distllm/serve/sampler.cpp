@@ -23,11 +23,16 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
+// A row may hold -inf (a token the model rules out) but never NaN or +inf: the
+// softmax of a row with +inf is NaN everywhere, and the draw would then fall
+// silently on the last candidate.
 void check_finite(std::span<const float> logits) {
   DL_CHECK(!logits.empty(), "sampler got an empty logits row");
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   bool any_finite = false;
   for (float x : logits) {
     DL_CHECK(!std::isnan(x), "model produced NaN logits");
+    DL_CHECK(x != kInf, "model produced +inf logits");
     any_finite = any_finite || std::isfinite(x);
   }
   DL_CHECK(any_finite, "model produced no finite logit");
@@ -112,7 +117,17 @@ std::span<const float> process_logits(std::span<const float> logits, const Sampl
     }
   }
   bool any_finite = false;
-  for (float x : out) any_finite = any_finite || std::isfinite(x);
+  for (size_t i = 0; i < vocab; ++i) {
+    const float x = out[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
+      throw Error(strprintf("the sampling parameters made the logit of token %zu %s (repetition_penalty %g, "
+                            "frequency_penalty %g, presence_penalty %g, logit_bias): they must keep logits finite",
+                            i, std::isnan(x) ? "NaN" : "+inf", static_cast<double>(params.repetition_penalty),
+                            static_cast<double>(params.frequency_penalty),
+                            static_cast<double>(params.presence_penalty)));
+    }
+    any_finite = any_finite || std::isfinite(x);
+  }
   DL_CHECK(any_finite, "no token is allowed: the mask, suppressed tokens and logit_bias left no finite logit");
   return out;
 }

@@ -24,6 +24,11 @@
 
 namespace distllm::serve {
 
+// The smallest repetition_penalty accepted (by the API and the engine's admission):
+// a seen token's positive logit is divided by it, and far below this the quotient
+// leaves the float range (1e-300 is 0 as a float: every such logit turns infinite).
+inline constexpr float kMinRepetitionPenalty = 1e-6f;
+
 struct SamplingParams {
   float temperature = 1.0f;  // < 1e-5 means greedy
   int top_k = 0;             // <= 0: off
@@ -79,9 +84,11 @@ struct SamplerScratch {
 std::span<const float> process_logits(std::span<const float> logits, const SamplingParams& params,
                                       const SequenceContext& seq, SamplerScratch& scratch);
 
-// Throws distllm::Error if the logits hold NaN or no finite value, or if the mask
-// and suppression leave no finite logit. `step` is the number of tokens this
-// request generated before this one (the RNG counter).
+// Throws distllm::Error if the logits hold NaN or +inf or no finite value, if the
+// mask and suppression leave no finite logit, or if logit_bias and the penalties
+// turn a logit into NaN or +inf (a request's error, never a silent wrong token).
+// `step` is the number of tokens this request generated before this one (the RNG
+// counter).
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t step,
                           SamplerScratch& scratch, const SequenceContext& seq = {});
 

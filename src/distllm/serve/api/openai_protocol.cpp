@@ -7,6 +7,7 @@
 #include <random>
 
 #include "distllm/base/strings.h"
+#include "distllm/serve/structured/ordered_json.h"
 #include "distllm/tokenizer/utf8.h"
 
 namespace distllm::serve::api {
@@ -231,7 +232,14 @@ SamplingFields parse_sampling(const Json& body, const char* max_tokens_key) {
   if (auto b = get_bool(body, "ignore_eos")) s.ignore_eos = *b;
   if (auto x = get_number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = *x;
   if (auto x = get_number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *x;
-  if (auto x = get_number(body, "repetition_penalty", 0.0, 100.0, true)) s.repetition_penalty = *x;
+  if (auto x = get_number(body, "repetition_penalty", 0.0, 100.0, true)) {
+    // Smaller values divide logits out of the float range (kMinRepetitionPenalty).
+    if (*x < static_cast<double>(kMinRepetitionPenalty))
+      bad("repetition_penalty", strprintf("'repetition_penalty' must be at least %g (smaller values make logits "
+                                          "infinite), got %g",
+                                          static_cast<double>(kMinRepetitionPenalty), *x));
+    s.repetition_penalty = *x;
+  }
   if (auto x = get_number(body, "min_p", 0.0, 1.0)) s.min_p = *x;
   if (const Json* bias = field(body, "logit_bias")) s.logit_bias = parse_logit_bias(*bias);
   if (auto m = get_int(body, "min_tokens", 0, INT32_MAX)) {
@@ -275,7 +283,7 @@ Json error_body(int status, const std::string& message, const std::string& param
 
 Json parse_body(const std::string& body) {
   try {
-    return Json::parse(body);
+    return structured::parse_ordered_json(body);  // linear in the keys, unlike Json::parse
   } catch (const Json::exception& e) {
     // Syntax errors and out-of-range numbers ("1e999"). nlohmann's messages look like
     // "[json.exception.parse_error.101] parse error at line 1, ...".

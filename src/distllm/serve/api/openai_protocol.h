@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distllm/serve/engine.h"
+#include "distllm/serve/engine_client.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/structured/compiler.h"
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <nlohmann/json.hpp>
 
 #include "distllm/serve/structured/gbnf.h"
@@ -140,6 +144,9 @@ class EntryBuilder {
       } else {
         arena_.advance(sets_[depth], edge.byte, sets_[depth + 1], reach);
       }
+      if (arena_.total_work() > kMaxMaskEntryWork)
+        throw GrammarError(strprintf("grammar is too complex: one token mask needs over %llu matching steps",
+                                     static_cast<unsigned long long>(kMaxMaskEntryWork)));
       bool alive = !sets_[depth + 1].empty();
       if (alive || reach.root || reach.unknown)
         accept_range(child.own_begin, child.own_end);
@@ -171,20 +178,67 @@ class EntryBuilder {
 
 }  // namespace
 
+namespace {
+
+size_t grammar_bytes(const Grammar& g) {
+  size_t n = g.rules.capacity() * sizeof(Rule);
+  for (const Rule& r : g.rules) {
+    n += r.name.capacity() + r.alternatives.capacity() * sizeof(Sequence);
+    for (const Sequence& s : r.alternatives) n += s.capacity() * sizeof(Element);
+  }
+  return n;
+}
+
+// Grammars over this size have the compiler hand its scratch back afterwards.
+constexpr size_t kReleaseAfterBytes = size_t{16} << 20;
+
+size_t flat_bytes(const FlatGrammar& f) {
+  size_t n = f.code.capacity() * sizeof(uint32_t) + f.sets.capacity() * sizeof(ByteSet) +
+             f.alt_starts.capacity() * sizeof(std::vector<uint32_t>);
+  for (const auto& a : f.alt_starts) n += a.capacity() * sizeof(uint32_t);
+  return n;
+}
+
+size_t entry_bytes(const std::string& key, const MaskCacheEntry& e) {
+  constexpr size_t kNodeOverhead = 64;  // hash node, control block, allocator headers
+  return key.capacity() + sizeof(MaskCacheEntry) + e.accepted.capacity() * sizeof(uint32_t) +
+         e.uncertain.capacity() * sizeof(int32_t) + kNodeOverhead;
+}
+
+// Gives the heap's free pages back to the system. A compilation that is refused
+// (or a grammar dropped from the cache) may have freed tens of megabytes that the
+// allocator would otherwise keep for this thread's arena.
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
+
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), flat_(std::make_unique<FlatGrammar>(grammar_)) {}
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), flat_(std::make_unique<FlatGrammar>(grammar_)) {
+  static_bytes_ = sizeof(CompiledGrammar) + grammar_bytes(grammar_) + flat_bytes(*flat_);
+}
 
 CompiledGrammar::~CompiledGrammar() = default;
 
-const MaskCacheEntry& CompiledGrammar::mask_entry(const std::vector<uint32_t>& key) const {
+std::shared_ptr<const MaskCacheEntry> CompiledGrammar::mask_entry(const std::vector<uint32_t>& key) const {
   std::string k(reinterpret_cast<const char*>(key.data()), key.size() * sizeof(uint32_t));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(k);
-  if (it != cache_.end()) return *it->second;
+  if (it != cache_.end()) return it->second;
   // Computed under the lock: concurrent requests on one grammar wait rather than
-  // repeat the walk. Entries are never evicted, so references stay valid.
-  auto entry = std::make_unique<MaskCacheEntry>(EntryBuilder(*flat_, *vocab_).run(key));
-  return *cache_.emplace(std::move(k), std::move(entry)).first->second;
+  // repeat the walk. Holders keep their entries alive (shared), so the cache may
+  // start over when it grows past its bound.
+  auto entry = std::make_shared<const MaskCacheEntry>(EntryBuilder(*flat_, *vocab_).run(key));
+  const size_t bytes = entry_bytes(k, *entry);
+  if (mask_bytes_.load() + bytes > kMaxMaskCacheBytes) {
+    cache_.clear();
+    mask_bytes_ = 0;
+  }
+  mask_bytes_ += bytes;
+  return cache_.emplace(std::move(k), std::move(entry)).first->second;
 }
 
 size_t CompiledGrammar::mask_cache_size() const {
@@ -192,8 +246,11 @@ size_t CompiledGrammar::mask_cache_size() const {
   return cache_.size();
 }
 
-GrammarCompiler::GrammarCompiler(std::vector<std::string> tokens, int32_t eos_id, size_t capacity)
-    : vocab_(std::make_shared<const Vocabulary>(std::move(tokens), eos_id)), capacity_(std::max<size_t>(capacity, 1)) {}
+GrammarCompiler::GrammarCompiler(std::vector<std::string> tokens, int32_t eos_id, size_t capacity,
+                                 size_t max_cache_bytes)
+    : vocab_(std::make_shared<const Vocabulary>(std::move(tokens), eos_id)),
+      capacity_(std::max<size_t>(capacity, 1)),
+      max_bytes_(max_cache_bytes) {}
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpec& spec) {
   std::string key = std::string(grammar_kind_name(spec.kind)) + '\0' + spec.text;
@@ -203,29 +260,61 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++hits_;
-      return it->second->second;
+      // Mask caches grow while requests run: the byte bound is checked on hits too.
+      evict_locked();
+      return lru_.front().second;
     }
   }
   // Compile outside the lock so one slow grammar does not stall other requests.
   auto t0 = std::chrono::steady_clock::now();
-  auto compiled = std::make_shared<CompiledGrammar>(grammar_from_spec(spec), vocab_);
-  {
+  std::shared_ptr<CompiledGrammar> compiled;
+  try {
+    compiled = std::make_shared<CompiledGrammar>(grammar_from_spec(spec), vocab_);
+    // Refuse now what would fail the first request that reached some position.
+    detail::check_expansion_limits(compiled->flat());
     // Warm the mask cache for the start state (and surface ambiguity errors now).
     GrammarMatcher m(compiled);
     std::vector<uint32_t> mask(compiled->mask_words());
     m.fill_next_token_bitmask(mask);
+  } catch (const GrammarError&) {
+    compiled.reset();
+    release_free_memory();
+    throw;
   }
   compiled->compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it != index_.end()) return it->second->second;  // another thread won the race
-  lru_.emplace_front(key, compiled);
-  index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
+  size_t evicted = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second->second;  // another thread won the race
+    lru_.emplace_front(key, compiled);
+    index_[key] = lru_.begin();
+    evicted = evict_locked();
+  }
+  // A large compilation freed several times its grammar's size in scratch (the
+  // expression trees, the unflattened copy); a dropped grammar freed its own.
+  if (evicted > 0 || compiled->memory_bytes() > kReleaseAfterBytes) release_free_memory();
+  return compiled;
+}
+
+size_t GrammarCompiler::evict_locked() {
+  size_t total = 0;
+  for (const Entry& e : lru_) total += e.second->memory_bytes();
+  size_t evicted = 0;
+  while (lru_.size() > capacity_ || (total > max_bytes_ && lru_.size() > 1)) {
+    total -= std::min(total, lru_.back().second->memory_bytes());
     index_.erase(lru_.back().first);
     lru_.pop_back();
+    ++evicted;
   }
-  return compiled;
+  return evicted;
+}
+
+size_t GrammarCompiler::cache_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const Entry& e : lru_) total += e.second->memory_bytes();
+  return total;
 }
 
 size_t GrammarCompiler::cache_hits() const {

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,7 @@ class GrammarBuilder {
 
  private:
   std::vector<std::pair<std::string, Expr>> rules_;
+  std::unordered_set<std::string> names_;  // rules_'s names: define() stays O(1)
 };
 
 // Limits that keep a hostile grammar from exhausting memory.

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 
+#include "distllm/serve/structured/ordered_json.h"
 #include "distllm/serve/structured/regex_to_grammar.h"
 
 namespace distllm::structured {
@@ -288,8 +290,7 @@ class Converter {
         if (path.compare(0, p.size(), p) == 0) {
           std::string section = p.substr(2, p.size() - 3);
           std::string name = path.substr(p.size());
-          if (root_.contains(section) && root_[section].is_object() && root_[section].contains(name))
-            target = &root_[section][name];
+          target = definition(section, name);
         }
       }
     }
@@ -298,6 +299,17 @@ class Converter {
     refs_[path] = name;
     builder_.define(name, visit(*target, depth + 1));
     return Expr::ref(name);
+  }
+
+  // root_[section][name], or null. Indexed on first use: an ordered_json object is
+  // searched linearly, and a schema may hold thousands of definitions and refs.
+  const json* definition(const std::string& section, const std::string& name) {
+    auto [it, fresh_section] = definitions_.try_emplace(section);
+    if (fresh_section && root_.is_object() && root_.contains(section) && root_[section].is_object()) {
+      for (auto d = root_[section].begin(); d != root_[section].end(); ++d) it->second.emplace(d.key(), &d.value());
+    }
+    auto d = it->second.find(name);
+    return d == it->second.end() ? nullptr : d->second;
   }
 
   static int count_keyword(const json& s, const char* key, int fallback) {
@@ -391,12 +403,15 @@ class Converter {
     };
     std::vector<Prop> list;
     static const json any = true;
+    // Sets, not lookups in the lists: an ordered_json object is searched linearly.
+    const std::set<std::string> required_set(required.begin(), required.end());
+    std::set<std::string> prop_names;
     for (auto it = props.begin(); it != props.end(); ++it) {
-      bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
-      list.push_back({it.key(), &it.value(), req});
+      list.push_back({it.key(), &it.value(), required_set.count(it.key()) > 0});
+      prop_names.insert(it.key());
     }
     for (auto& r : required) {
-      if (!props.contains(r)) list.push_back({r, &any, true});
+      if (!prop_names.count(r)) list.push_back({r, &any, true});
     }
     if (list.empty()) {
       if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
@@ -460,6 +475,7 @@ class Converter {
   const json& root_;
   GrammarBuilder builder_;
   std::map<std::string, std::string> refs_;
+  std::map<std::string, std::unordered_map<std::string, const json*>> definitions_;
   std::set<std::string> basics_;
   int counter_ = 0;
 };
@@ -471,7 +487,7 @@ Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema) { return Co
 Grammar json_schema_to_grammar(std::string_view schema_text) {
   json schema;
   try {
-    schema = json::parse(schema_text);
+    schema = parse_ordered_json(schema_text);
   } catch (const nlohmann::json::exception& e) {
     throw GrammarError(std::string("JSON Schema is not valid JSON: ") + e.what());
   }

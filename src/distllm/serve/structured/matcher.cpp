@@ -111,7 +111,8 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
       n = arena_.node(n).parent;
     }
     if (n == detail::kRootBottom) key_.push_back(detail::FlatGrammar::kEnd);
-    const MaskCacheEntry& e = grammar_->mask_entry(key_);
+    const std::shared_ptr<const MaskCacheEntry> entry = grammar_->mask_entry(key_);
+    const MaskCacheEntry& e = *entry;
     for (size_t w = 0; w < e.accepted.size(); ++w) mask[w] |= e.accepted[w];
     for (int32_t t : e.uncertain) {
       uint32_t u = static_cast<uint32_t>(t);

@@ -63,6 +63,9 @@ class StackArena {
   void expand(uint32_t pos, int32_t parent, std::vector<int32_t>& out, Reach& reach);
 
   const FlatGrammar& grammar() const { return *g_; }
+  // Expansion steps since this arena was made: what a caller that runs many
+  // expansions (a mask-cache entry) bounds its total work by.
+  uint64_t total_work() const { return total_work_; }
 
  private:
   void expand_at(uint32_t pos, int32_t parent, std::vector<int32_t>& out, Reach& reach);
@@ -73,11 +76,23 @@ class StackArena {
   std::vector<uint32_t> stamps_;  // expansion epoch that last popped into a node
   uint32_t epoch_ = 0;
   size_t work_ = 0;
+  size_t depth_ = 0;  // rule references being expanded (C++ recursion depth)
+  uint64_t total_work_ = 0;
 };
+
+// Throws GrammarError when expanding some position of a rule reachable from the
+// root, on its own, already exceeds the limits below: such a grammar would fail as
+// soon as a request reached that position, so it is refused when compiled (a 400)
+// instead. Linear in the grammar's size: an upper bound on each position's stack
+// count is computed first, and only positions over the limit are expanded.
+void check_expansion_limits(const FlatGrammar& g);
 
 // Hostile or highly ambiguous grammars can multiply stacks; past these limits
 // matching throws GrammarError instead of running away.
 inline constexpr size_t kMaxStacks = 4096;
 inline constexpr size_t kMaxExpansionWork = 1 << 20;
+// Rule references entered without consuming a byte, at most (each is a frame on the
+// matching thread's stack; this keeps them to well under a megabyte).
+inline constexpr size_t kMaxExpansionDepth = 4096;
 
 }  // namespace distllm::structured::detail
