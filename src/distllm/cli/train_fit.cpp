@@ -6,7 +6,12 @@
 namespace distllm {
 
 void check_run_fits(const plan::PlanInput& input, double limit_bytes, int ranks_here, int64_t data_bytes) {
-  const plan::Estimate e = plan::estimate(input, plan::MachineRates{});
+  plan::Estimate e;
+  try {
+    e = plan::estimate(input, plan::MachineRates{});
+  } catch (const Error&) {
+    return;  // a layout the plan cannot estimate is refused, with its reason, when it is built
+  }
   const plan::MemoryPlan& m = e.memory;
   const double need = static_cast<double>(m.total() + data_bytes);
   if (need <= limit_bytes) return;
