@@ -13,8 +13,9 @@ rc=$?
 set -e
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || exit $rc
+# The tiny models have no chat template: ChatML by name for the chat checks.
 with=(bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --threads 2
-      --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 --)
+      --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 --chat-template chatml --)
 "${with[@]}" bash "$here/curl_test.sh"
 if [ -d node_modules/openai ]; then
   "${with[@]}" node "$here/openai_client_test.mjs"
@@ -23,4 +24,20 @@ fi
 # files without an f32 copy (model/model_weights.h); the same API checks pass.
 "$make_model" "$tmp/tiny-llama-bf16" --family llama --dtype bf16 > /dev/null
 bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-llama-bf16" --dtype bf16 --port 0 --threads 2 \
-  --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 -- bash "$here/curl_test.sh"
+  --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 --chat-template chatml -- \
+  bash "$here/curl_test.sh"
+# Without a template chat requests are refused (400, saying how to give one), never
+# silently wrapped in a format the model never saw; completions still work.
+cat > "$tmp/no_template.sh" <<'EOF2'
+set -euo pipefail
+body='{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}'
+code=$(curl -s -o "$1" -w '%{http_code}' -H 'Content-Type: application/json' -d "$body" "$SERVE_URL/v1/chat/completions")
+[ "$code" = 400 ] || { echo "chat without a template: HTTP $code"; cat "$1"; exit 1; }
+grep -q '"code":"chat_template_missing"' "$1" && grep -q -- "--chat-template" "$1" || { cat "$1"; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"model":"test-model","prompt":"hi","max_tokens":2}' "$SERVE_URL/v1/completions")
+[ "$code" = 200 ] || { echo "completion: HTTP $code"; exit 1; }
+echo "no template: chat refused with 400, completions served"
+EOF2
+bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --threads 2 \
+  --served-model-name test-model --kv-cache-memory 0.05 -- bash "$tmp/no_template.sh" "$tmp/chat_refused.json"

@@ -98,7 +98,9 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
       "speculative-disable-by-batch-size", 0, "no drafts while more than this many requests run (0: always draft)"));
   const DType weight_dtype = inference_dtype_flag(args);
   const DType kv_dtype = kv_cache_dtype_flag(args);
-  std::string chat_template = args.get_string("chat-template", "", "Jinja chat template file (overrides the model's)");
+  std::string chat_template = args.get_string(
+      "chat-template", "", "Jinja chat template file (overrides the model's), or chatml for the ChatML format; a model "
+                           "without a template answers chat requests with 400 unless one is given");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
   bool watch = args.get_flag("watch", "reload the model when --model DIR holds a new one (docs/serving.md, Hot reload)");
@@ -187,12 +189,12 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   scfg.default_stop_token_ids = bundle.eos_ids;
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
-  serve::ChatFormatter chat =
-      chat_template.empty()
-          ? serve::ChatFormatter::for_model_dir(model_dir)
-          : serve::ChatFormatter::from_template(read_file(chat_template), chat_template,
-                                                serve::special_token_text(model_dir, "bos_token"),
-                                                serve::special_token_text(model_dir, "eos_token"));
+  serve::ChatFormatter chat = chat_template.empty() ? serve::ChatFormatter::for_model_dir(model_dir)
+                                                   : serve::ChatFormatter::from_flag(chat_template, model_dir);
+  if (!chat.has_template())
+    LOG_WARN("serve: %s has no chat template: /v1/chat/completions answers 400 until the server is started with "
+             "--chat-template FILE (or --chat-template chatml)",
+             model_dir.c_str());
   const double t_chat = startup.seconds();
   std::shared_ptr<serve::ModelRunner> runner = run_on_transient_thread(
       [&] { return std::make_shared<serve::InferenceRunner>(weights, weight_dtype, kv_dtype, tp_shard); });

@@ -85,7 +85,23 @@ ChatFormatter ChatFormatter::for_model_dir(const std::string& dir) {
              (root / "chat_template.json").c_str());
     return from_template(j["chat_template"].get<std::string>(), (root / "chat_template.json").string(), bos, eos);
   }
-  return default_format();
+  return none(dir + " has no chat template (no chat_template.jinja, no \"chat_template\" in tokenizer_config.json, "
+              "no chat_template.json)");
+}
+
+ChatFormatter ChatFormatter::from_flag(const std::string& value, const std::string& model_dir) {
+  if (value == "chatml") return default_format();
+  const std::filesystem::path config_path = std::filesystem::path(model_dir) / "tokenizer_config.json";
+  const Json config = std::filesystem::exists(config_path) ? read_json(config_path) : Json::object();
+  return from_template(read_text(value), value, special_token(config, "bos_token"), special_token(config, "eos_token"));
+}
+
+ChatFormatter ChatFormatter::none(const std::string& why) {
+  ChatFormatter f;
+  f.origin_ = "no chat template";
+  f.missing_ = why + ": chat completions need one; start the server with --chat-template FILE (a Jinja template), "
+                     "or --chat-template chatml for the ChatML format, or use /v1/completions";
+  return f;
 }
 
 Json template_messages(const Json& messages) {
@@ -107,6 +123,7 @@ Json template_messages(const Json& messages) {
 }
 
 std::string ChatFormatter::apply(const Json& messages, const Json& tools, bool add_generation_prompt) const {
+  if (!missing_.empty()) throw ChatTemplateMissing(missing_);
   Json vars = {{"messages", template_messages(messages)},
                {"tools", tools},
                {"add_generation_prompt", add_generation_prompt},

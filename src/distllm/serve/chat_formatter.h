@@ -5,12 +5,14 @@
 // "chat_template" (a string, or a list of {name, template} where "default" is
 // used), then chat_template.json. A template that uses Jinja features the
 // interpreter lacks, or that fails on every plain conversation, is an error when
-// the server starts, never a silently different prompt. Without any template the
-// documented default (ChatML-like) is used:
+// the server starts, never a silently different prompt. A model without any
+// template has no chat format (as transformers and vLLM decide since templates
+// stopped having a default): chat requests are refused with a message that says
+// how to give one. ChatML is there when asked for by name (`--chat-template chatml`):
 //
 //   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //
-// and "<|im_end|>" becomes a default stop string for chat requests.
+// with "<|im_end|>" as a default stop string for chat requests.
 #pragma once
 
 #include <string>
@@ -28,11 +30,22 @@ namespace distllm::serve {
 // and transformers do). Anything else is passed through unchanged.
 nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages);
 
+// Thrown by apply() when the model has no chat template: a client error (400).
+class ChatTemplateMissing : public Error {
+ public:
+  using Error::Error;
+};
+
 class ChatFormatter {
  public:
   static const char* const kDefaultTemplate;
 
+  // The model directory's template; none() when it has none.
   static ChatFormatter for_model_dir(const std::string& dir);
+  // `--chat-template VALUE`: a Jinja file, or "chatml" for the ChatML format.
+  static ChatFormatter from_flag(const std::string& value, const std::string& model_dir);
+  // No chat format: apply() throws ChatTemplateMissing saying `why` and what to do.
+  static ChatFormatter none(const std::string& why);
   static ChatFormatter from_template(const std::string& source, const std::string& origin, std::string bos_token,
                                      std::string eos_token);
   static ChatFormatter default_format();
@@ -43,12 +56,14 @@ class ChatFormatter {
                     bool add_generation_prompt) const;
 
   bool is_default() const { return is_default_; }
+  bool has_template() const { return missing_.empty(); }
   // Stop strings every chat request gets (the default template's end-of-turn).
   const std::vector<std::string>& default_stop() const { return default_stop_; }
   const std::string& origin() const { return origin_; }
 
  private:
   ChatFormatter(ChatTemplate t, std::string origin) : template_(std::move(t)), origin_(std::move(origin)) {}
+  ChatFormatter() = default;
   void check_renders() const;
 
   ChatTemplate template_;
@@ -56,6 +71,7 @@ class ChatFormatter {
   std::string bos_token_, eos_token_;
   bool is_default_ = false;
   std::vector<std::string> default_stop_;
+  std::string missing_;  // non-empty: no template, and why
 };
 
 }  // namespace distllm::serve

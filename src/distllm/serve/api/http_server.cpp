@@ -384,6 +384,8 @@ class Server {
       std::string prompt;
       try {
         prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
+      } catch (const ChatTemplateMissing& e) {
+        throw ApiError(400, e.what(), "messages", "chat_template_missing");
       } catch (const TemplateError& e) {
         throw ApiError(400, std::string("the chat template rejected these messages: ") + e.what(), "messages");
       }
