@@ -14,6 +14,7 @@ checks issue 4's targets: shm busbw >= 1.5x plain MPI for every size >= 1 MiB, o
 MPI's.
 """
 import argparse
+import fcntl
 import os
 import shlex
 import statistics
@@ -47,6 +48,9 @@ def run_sweep(args, backend):
 
 
 def main():
+    # The benchmark lock every benchmark of the project takes: no two run at once.
+    lock = open("/tmp/bench.lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--np", type=int, default=2, help="ranks (default 2)")
     p.add_argument("--op", default="allreduce")

@@ -14,7 +14,7 @@ batch everywhere):
 and prints medians. distllm runs under mpirun (shared-memory backend); PyTorch
 uses Debian's /usr/bin/python3 with the OpenMP build of OpenBLAS
 (shared/REFERENCE.md). Hold a lock so no other benchmark runs at the same time:
-  flock /tmp/distllm-bench.lock python3 bench/ddp_vs_pytorch.py
+  flock /tmp/bench.lock python3 bench/ddp_vs_pytorch.py
 """
 import argparse
 import json

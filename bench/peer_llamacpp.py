@@ -1,33 +1,34 @@
 #!/usr/bin/python3
 """Side-by-side inference benchmark: distllm vs llama.cpp, both ALREADY BUILT.
 
-Runs, per round (rounds alternate which side goes first), for each weight-dtype pair
-(distllm f32 / bf16 / int8 against llama.cpp F32 / F16 / Q8_0):
-  distllm bench decode --model M --prefill P --batch 1,8,16 --context C --rounds R --steps 8 --threads T --dtype D
-      --kv-cache-dtype KV
-  llama-bench -m G -t T -p P -n 128 -r 3 -o json
-  llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,8,16 [-fa]
-and compares
-  * decode, batch 1: bench decode's batch-1 tokens/s  vs  llama-bench tg128, and vs
-    llama-batched-bench npl 1 (the same context C)
-  * prefill of P tokens: bench decode's `prefill:` line (one forward over a P-token prompt
-    from an empty cache: a warm-up pass, then the median of R)  vs  llama-bench ppP
-    (a warm-up, then the median of 3)
-  * batched decode: the same bench decode run (batch 8, 16)  vs  llama-batched-bench S_TG
-    at npl 8, 16 (and, with --llama-fa, the same with llama.cpp's flash attention, -fa)
-With --generate-prefill it also times the older, cold figure: `distllm generate` on a
-P-token prompt (--max-tokens 1) in a fresh process, reported as an extra row
-"prefill P (generate, cold)".
-Every command runs alone under the shared lock file; the CPU time that other
-processes used while it ran is recorded ("foreign" cores) so disturbed runs show.
+The two sides do the same work: the same weights (converted), the same thread count,
+K/V caches of the same size (distllm bf16 against llama.cpp's default F16), and
+decode at the same positions: every decode figure is tokens generated at positions
+C .. C+127 after a C-token context (C = --context), on both sides:
+  distllm bench decode --model M --context C --rounds 4 --steps 32 --batch 1,4,8,16
+      --prefill P --threads T --dtype D --kv-cache-dtype bf16
+      (4 rounds of 32 steps cover positions C..C+127; the median round is reported)
+  llama-bench -m G -t T -p P -n 128 -d C -r 3 -o json      (pp P, and tg128 at depth C)
+  llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,4,8,16 [-fa]
+per weight pair: distllm f32 / bf16 / int8 against llama.cpp F32 / BF16 (and F16) /
+Q8_0. It compares
+  * decode, batch 1 (against llama-bench tg128 at depth C, and batched-bench npl 1)
+  * prefill of P tokens from an empty cache (bench decode's `prefill:` line vs ppP)
+  * batched decode at 4, 8 and 16 sequences (batched-bench S_TG; with --llama-fa also
+    with llama.cpp's flash attention)
+Runs are quiet or dropped: every command runs alone under the shared benchmark lock
+(/tmp/bench.lock, which every benchmark of the project takes), first waits up to
+--quiet-wait seconds for the machine to go idle, and a run during which other
+processes used more than --max-foreign cores is run again (at most --retries times;
+dropped runs are counted in the output). Rounds alternate which side goes first.
 Prints per-round figures, then medians over rounds and the ratio distllm / llama.cpp.
 
 It does not download or build anything; the GGUF files must describe the same
 weights as --model (see docs/benchmarks.md, "Side by side with llama.cpp").
 
 usage: peer_llamacpp.py --distllm BIN --llama-bin DIR --model HF_DIR
-         --gguf-f32 F --gguf-f16 F --gguf-q8 F [--llama-fa] [--rounds 3] [--distllm-rounds 5]
-         [--threads 2] [--quiet-wait S] [--generate-prefill] [--json OUT]
+         --gguf-f32 F --gguf-bf16 F [--gguf-f16 F] --gguf-q8 F [--llama-fa] [--rounds 3]
+         [--threads 2] [--context 128] [--quiet-wait 60] [--max-foreign 0.1] [--json OUT]
 """
 import argparse
 import fcntl
@@ -50,7 +51,10 @@ def busy_seconds():
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK
 
 
-QUIET_WAIT = 0.0  # seconds to wait, at most, for the machine to go idle before each run
+QUIET_WAIT = 60.0    # seconds to wait, at most, for the machine to go idle before each run
+MAX_FOREIGN = 0.1    # cores other processes may use during a run before it is run again
+RETRIES = 3          # runs of one command at most
+DROPPED = []         # commands run again because others disturbed them
 
 
 def wait_quiet():
@@ -63,7 +67,7 @@ def wait_quiet():
             return
 
 
-def run(cmd, lock, env=None):
+def run_once(cmd, lock, env=None):
     """Run cmd holding the lock; returns (stdout+stderr, wall s, foreign cores)."""
     with open(lock, "a") as lf:
         fcntl.flock(lf, fcntl.LOCK_EX)
@@ -85,12 +89,27 @@ def run(cmd, lock, env=None):
     return p.stdout, wall, foreign
 
 
+def run(cmd, lock, env=None):
+    """run_once, again while other processes disturbed it (up to RETRIES runs)."""
+    for attempt in range(RETRIES):
+        out, wall, foreign = run_once(cmd, lock, env)
+        if foreign <= MAX_FOREIGN:
+            return out, wall, foreign
+        DROPPED.append((os.path.basename(cmd[0]), foreign))
+        print(f"  dropped a run of {os.path.basename(cmd[0])}: other processes used {foreign:.2f} cores", flush=True)
+    return out, wall, foreign  # the last one, with its foreign load shown
+
+
+BATCHES = (1, 4, 8, 16)
+DECODE_ROUNDS, DECODE_STEPS = 4, 32  # 128 decode positions, as llama.cpp's -n 128 / -ntg 128
+
+
 def distllm_decode(a, dtype):
-    """One `bench decode` run: batch 1/8/16 decode tokens/s and the prefill of a.prefill tokens."""
+    """One `bench decode` run: decode tokens/s at positions C..C+127 per batch, and the prefill of a.prefill tokens."""
     out, wall, foreign = run([a.distllm, "bench", "decode", "--model", a.model, "--prefill", str(a.prefill),
-                              "--batch", "1,8,16", "--context", str(a.context), "--rounds", str(a.distllm_rounds),
-                              "--steps", "8", "--threads", str(a.threads), "--dtype", dtype,
-                              "--kv-cache-dtype", a.kv_cache_dtype], a.lock)
+                              "--batch", ",".join(map(str, BATCHES)), "--context", str(a.context),
+                              "--rounds", str(DECODE_ROUNDS), "--steps", str(DECODE_STEPS), "--threads", str(a.threads),
+                              "--dtype", dtype, "--kv-cache-dtype", a.kv_cache_dtype], a.lock)
     res = {}
     prefill = None
     for line in out.splitlines():
@@ -102,6 +121,9 @@ def distllm_decode(a, dtype):
             prefill = {"tokens": int(m.group(1)), "ms": float(m.group(2)), "tok_s": float(m.group(3))}
     if prefill is None or prefill["tokens"] != a.prefill:
         raise SystemExit("no `prefill:` line for %d tokens in bench decode's output:\n%s" % (a.prefill, out[-2000:]))
+    missing = [b for b in BATCHES if b not in res]
+    if missing:
+        raise SystemExit(f"no decode rows for batches {missing} in bench decode's output:\n{out[-2000:]}")
     return {"tok_s": res, "prefill": prefill, "foreign": foreign}
 
 
@@ -118,11 +140,14 @@ def distllm_generate_prefill(a, dtype):
 
 
 def llama_bench(a, gguf):
+    """pp P, and tg128 at depth C (the same positions as distllm's decode)."""
     out, wall, foreign = run([os.path.join(a.llama_bin, "llama-bench"), "-m", gguf, "-t", str(a.threads),
-                              "-p", str(a.prefill), "-n", "128", "-r", "3", "-o", "json"], a.lock)
+                              "-p", str(a.prefill), "-n", "128", "-d", str(a.context), "-r", "3", "-o", "json"], a.lock)
     js = json.loads(out[out.index("["):out.rindex("]") + 1])
     res = {}
     for t in js:
+        if t.get("n_depth", 0) != a.context:
+            raise SystemExit(f"llama-bench ran at depth {t.get('n_depth')} (no -d support?); need {a.context}")
         key = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
         res[key] = statistics.median(t["samples_ts"])
     return {"tok_s": res, "foreign": foreign, "cpu_info": js[0].get("cpu_info", "")}
@@ -131,7 +156,7 @@ def llama_bench(a, gguf):
 def llama_batched(a, gguf, fa=False):
     out, wall, foreign = run([os.path.join(a.llama_bin, "llama-batched-bench"), "-m", gguf, "-t", str(a.threads),
                               "-c", "4096", "-b", "2048", "-ub", "512", "-npp", str(a.context), "-ntg", "128",
-                              "-npl", "1,8,16"] + (["-fa"] if fa else []), a.lock)
+                              "-npl", ",".join(map(str, BATCHES))] + (["-fa", "on"] if fa else []), a.lock)
     res, sysinfo = {}, ""
     for line in out.splitlines():
         if line.startswith("system_info"):
@@ -148,24 +173,26 @@ def main():
     ap.add_argument("--llama-bin", required=True, help="folder with llama-bench and llama-batched-bench")
     ap.add_argument("--model", required=True, help="HF model directory distllm reads")
     ap.add_argument("--gguf-f32", required=True)
-    ap.add_argument("--gguf-f16", required=True)
+    ap.add_argument("--gguf-bf16", required=True, help="the BF16 GGUF: distllm bf16's like-for-like peer")
+    ap.add_argument("--gguf-f16", help="also compare distllm bf16 with llama.cpp's F16 (the same bytes per weight)")
     ap.add_argument("--gguf-q8", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--context", type=int, default=128, help="decode positions are C .. C+127 on both sides")
     ap.add_argument("--prefill", type=int, default=512)
-    ap.add_argument("--distllm-rounds", type=int, default=5,
-                    help="bench decode --rounds: its decode and prefill figures are medians of this many")
     ap.add_argument("--generate-prefill", action="store_true",
                     help="also time `distllm generate` on a --prefill-token prompt (cold, fresh process) as an extra row")
     ap.add_argument("--prompt-file", help="with --generate-prefill: prompt of --prefill tokens (default: made up)")
-    ap.add_argument("--lock", default="/tmp/distllm-bench.lock")
-    ap.add_argument("--llama-fa", action="store_true", help="also run llama-batched-bench with -fa (flash attention)")
-    ap.add_argument("--dtypes", default="f32,bf16,int8", help="distllm dtypes to run (paired with F32, F16, Q8_0)")
-    ap.add_argument("--kv-cache-dtype", default="f32",
-                    help="distllm's K/V cache dtype (llama.cpp keeps its default, F16: bf16 is the same size)")
-    ap.add_argument("--quiet-wait", type=float, default=0.0,
+    ap.add_argument("--lock", default="/tmp/bench.lock", help="the benchmark lock every benchmark takes")
+    ap.add_argument("--llama-fa", action="store_true", help="also run llama-batched-bench with -fa on (flash attention)")
+    ap.add_argument("--dtypes", default="f32,bf16,int8", help="distllm dtypes to run (paired with F32, BF16/F16, Q8_0)")
+    ap.add_argument("--kv-cache-dtype", default="bf16",
+                    help="distllm's K/V cache dtype: bf16 is the size of llama.cpp's default F16 cache")
+    ap.add_argument("--quiet-wait", type=float, default=60.0,
                     help="before each run, wait up to this many seconds for other processes to go idle")
+    ap.add_argument("--max-foreign", type=float, default=0.1,
+                    help="a run during which other processes used more cores than this is run again")
+    ap.add_argument("--retries", type=int, default=3, help="runs of one command at most (see --max-foreign)")
     ap.add_argument("--json", help="append every measurement here (JSON lines)")
     a = ap.parse_args()
     if a.generate_prefill and not a.prompt_file:
@@ -174,13 +201,17 @@ def main():
         with open(a.prompt_file, "w") as f:
             f.write(("lorem ipsum dolor sit amet " * 100)[:a.prefill])
 
-    global QUIET_WAIT
-    QUIET_WAIT = a.quiet_wait
-    pairs = [p for p in [("f32", a.gguf_f32, "F32"), ("bf16", a.gguf_f16, "F16"), ("int8", a.gguf_q8, "Q8_0")]
-             if p[0] in a.dtypes.split(",")]
+    global QUIET_WAIT, MAX_FOREIGN, RETRIES
+    QUIET_WAIT, MAX_FOREIGN, RETRIES = a.quiet_wait, a.max_foreign, max(1, a.retries)
+    pairs = [("f32", a.gguf_f32, "F32"), ("bf16", a.gguf_bf16, "BF16")]
+    if a.gguf_f16:
+        pairs.append(("bf16", a.gguf_f16, "F16"))
+    pairs.append(("int8", a.gguf_q8, "Q8_0"))
+    pairs = [p for p in pairs if p[0] in a.dtypes.split(",")]
     rows = []  # (round, dtype, metric, distllm, llama, foreign_d, foreign_l)
     info = {}
     jf = open(a.json, "a") if a.json else None
+    tg = f"tg128 at depth {a.context}"
     for rnd in range(a.rounds):
         for d, gguf, lname in pairs:
             def dl():
@@ -195,20 +226,17 @@ def main():
                 (lb, lbb, lfa), (dd, dp) = ll(), dl()
             info["cpu_info"], info["system_info"] = lb["cpu_info"], lbb["system_info"]
             rec = [
-                ("decode b1 (tg128)", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"]),
+                (f"decode b1 ({tg})", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"]),
                 (f"prefill {a.prefill} (pp{a.prefill})", dd["prefill"]["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
                  dd["foreign"], lb["foreign"]),
-                ("batched decode b1 (batched-bench npl 1)", dd["tok_s"].get(1), lbb["tok_s"].get(1),
-                 dd["foreign"], lbb["foreign"]),
-                ("batched decode b8", dd["tok_s"].get(8), lbb["tok_s"].get(8), dd["foreign"], lbb["foreign"]),
-                ("batched decode b16", dd["tok_s"].get(16), lbb["tok_s"].get(16), dd["foreign"], lbb["foreign"]),
-            ]
+            ] + [(f"batched decode b{b} (batched-bench npl {b})", dd["tok_s"].get(b), lbb["tok_s"].get(b),
+                  dd["foreign"], lbb["foreign"]) for b in BATCHES]
             if dp:
                 rec.append((f"prefill {a.prefill} (generate, cold) (pp{a.prefill})", dp["tok_s"],
                             lb["tok_s"].get(f"pp{a.prefill}"), dp["foreign"], lb["foreign"]))
             if lfa:
                 rec += [(f"batched decode b{b}, llama.cpp -fa", dd["tok_s"].get(b), lfa["tok_s"].get(b),
-                         dd["foreign"], lfa["foreign"]) for b in (1, 8, 16)]
+                         dd["foreign"], lfa["foreign"]) for b in BATCHES]
             for metric, x, y, fx, fy in rec:
                 rows.append((rnd, f"{d} / {lname}", metric, x, y, fx, fy))
                 print(f"round {rnd + 1} {d:>4} vs {lname:<4} {metric:<42} distllm {x:9.1f} tok/s  "
@@ -220,7 +248,9 @@ def main():
                                          "foreign_llama": fy}) + "\n")
                     jf.flush()
     print(f"\nllama.cpp cpu_info: {info.get('cpu_info')}\n{info.get('system_info')}\n")
-    print(f"medians of {a.rounds} rounds, tokens/s, {a.threads} threads")
+    print(f"medians of {a.rounds} rounds, tokens/s, {a.threads} threads, decode at positions {a.context}.."
+          f"{a.context + 127}, distllm K/V {a.kv_cache_dtype} (llama.cpp F16); "
+          f"{len(DROPPED)} disturbed run(s) dropped and run again")
     print(f"| {'dtypes':<12} | {'measure':<42} | {'distllm':>9} | {'llama.cpp':>9} | {'ratio':>5} |")
     print(f"|{'-' * 14}|{'-' * 44}|{'-' * 11}|{'-' * 11}|{'-' * 7}|")
     keys = []

@@ -1,6 +1,9 @@
 # Helpers for the serving benchmarks (sourced). Run one benchmark at a time on a
 # quiet machine; see docs/benchmarks.md.
 DISTLLM=${DISTLLM:-build/release/bin/distllm}
+# The benchmark lock every benchmark of the project takes (held until the script ends).
+exec 8>/tmp/bench.lock
+flock 8
 THREADS=${THREADS:-2}
 SERVE_PORT=${SERVE_PORT:-8123}
 SERVE_PID=

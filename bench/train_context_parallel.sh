@@ -9,7 +9,7 @@ D="${DISTLLM:-$(dirname "$0")/../build/release/bin/distllm}"
 BUDGET="${1:-1400}"
 SEQS="${2:-1024 2048 4096 8192}"
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
-exec 9>/tmp/distllm-bench.lock
+exec 9>/tmp/bench.lock
 flock 9
 row() {  # layout seq -> "tokens/s peak_mib"
   local layout=$1 seq=$2

@@ -19,7 +19,7 @@ ranks x 1 thread:
   pp-int3  ... --virtual-stages 3 (the model needs ranks x 3 layers)
 and prints the median tokens/s, the ratio to ddp, communication per step, the
 pipeline bubble per stage (median idle share of the schedule, and the ideal
-(p-1)/(v*m+p-1)) and the peak memory of each rank (MiB of the tracked buffers). Holds /tmp/distllm-bench.lock
+(p-1)/(v*m+p-1)) and the peak memory of each rank (MiB of the tracked buffers). Holds /tmp/bench.lock
 so no other benchmark runs at the same time.
 """
 import argparse
@@ -70,7 +70,7 @@ def main():
                                         "--virtual-stages", str(v)], args.batch // m)
     layouts = {k: v for k, v in layouts.items() if k in args.layouts.split(",")}
     results = {k: [] for k in layouts}
-    with open("/tmp/distllm-bench.lock", "w") as lock:
+    with open("/tmp/bench.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for _ in range(args.rounds):
             for name, (ranks, threads, extra, batch) in layouts.items():

@@ -11,6 +11,7 @@ for both and the ratio. The PyTorch side uses the OpenMP build of OpenBLAS
 few cores, and Debian's /usr/bin/python3.
 """
 import argparse
+import fcntl
 import json
 import os
 import statistics
@@ -125,6 +126,9 @@ def main():
     torch_cmd = ["/usr/bin/python3", os.path.abspath(__file__), "--torch-only", "--preset", args.preset,
                  "--threads", str(args.threads), "--warmup", str(args.warmup)] + common
     ours, theirs = [], []
+    # The benchmark lock every benchmark of the project takes: no two run at once.
+    lock = open("/tmp/bench.lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     for r in range(args.repeats):
         o = json.loads(subprocess.check_output(ours_cmd).decode().strip().splitlines()[-1])
         t = json.loads(subprocess.check_output(torch_cmd, env=env).decode().strip().splitlines()[-1])
