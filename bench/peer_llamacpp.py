@@ -8,7 +8,7 @@ C .. C+127 after a C-token context (C = --context), on both sides:
   distllm bench decode --model M --context C --rounds 4 --steps 32 --batch 1,4,8,16
       --prefill P --threads T --dtype D --kv-cache-dtype bf16
       (4 rounds of 32 steps cover positions C..C+127; the median round is reported)
-  llama-bench -m G -t T -p P -n 128 -d C -r 3 -o json      (pp P, and tg128 at depth C)
+  llama-bench -m G -t T -p P -n 128 -d C -r 3 -o json      (pp P, and tg128 at depth C where -d exists)
   llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,4,8,16 [-fa]
 per weight pair: distllm f32 / bf16 / int8 against llama.cpp F32 / BF16 (and F16) /
 Q8_0. It compares
@@ -139,15 +139,20 @@ def distllm_generate_prefill(a, dtype):
     return {"tokens": n, "ms": ms, "tok_s": n / (ms / 1e3), "foreign": foreign}
 
 
+def llama_help(a, tool):
+    p = subprocess.run([os.path.join(a.llama_bin, tool), "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    return p.stdout
+
+
 def llama_bench(a, gguf):
-    """pp P, and tg128 at depth C (the same positions as distllm's decode)."""
+    """pp P, and tg128 at depth C where this llama-bench has -d (the same positions as distllm's decode)."""
+    depth = ["-d", str(a.context)] if a.llama_has_depth else []
     out, wall, foreign = run([os.path.join(a.llama_bin, "llama-bench"), "-m", gguf, "-t", str(a.threads),
-                              "-p", str(a.prefill), "-n", "128", "-d", str(a.context), "-r", "3", "-o", "json"], a.lock)
+                              "-p", str(a.prefill), "-n", "128", "-r", "3", "-o", "json"] + depth, a.lock)
     js = json.loads(out[out.index("["):out.rindex("]") + 1])
     res = {}
     for t in js:
-        if t.get("n_depth", 0) != a.context:
-            raise SystemExit(f"llama-bench ran at depth {t.get('n_depth')} (no -d support?); need {a.context}")
         key = f"pp{t['n_prompt']}" if t["n_prompt"] else f"tg{t['n_gen']}"
         res[key] = statistics.median(t["samples_ts"])
     return {"tok_s": res, "foreign": foreign, "cpu_info": js[0].get("cpu_info", "")}
@@ -156,7 +161,7 @@ def llama_bench(a, gguf):
 def llama_batched(a, gguf, fa=False):
     out, wall, foreign = run([os.path.join(a.llama_bin, "llama-batched-bench"), "-m", gguf, "-t", str(a.threads),
                               "-c", "4096", "-b", "2048", "-ub", "512", "-npp", str(a.context), "-ntg", "128",
-                              "-npl", ",".join(map(str, BATCHES))] + (["-fa", "on"] if fa else []), a.lock)
+                              "-npl", ",".join(map(str, BATCHES))] + (a.llama_fa_args if fa else []), a.lock)
     res, sysinfo = {}, ""
     for line in out.splitlines():
         if line.startswith("system_info"):
@@ -201,6 +206,10 @@ def main():
         with open(a.prompt_file, "w") as f:
             f.write(("lorem ipsum dolor sit amet " * 100)[:a.prefill])
 
+    # Flags that changed between llama.cpp versions: llama-bench's -d (decode depth)
+    # and flash attention's -fa (a switch, later -fa on|off|auto).
+    a.llama_has_depth = "--n-depth" in llama_help(a, "llama-bench")
+    a.llama_fa_args = ["-fa", "on"] if "[on|off|auto]" in llama_help(a, "llama-batched-bench") else ["-fa"]
     global QUIET_WAIT, MAX_FOREIGN, RETRIES
     QUIET_WAIT, MAX_FOREIGN, RETRIES = a.quiet_wait, a.max_foreign, max(1, a.retries)
     pairs = [("f32", a.gguf_f32, "F32"), ("bf16", a.gguf_bf16, "BF16")]
@@ -211,6 +220,9 @@ def main():
     rows = []  # (round, dtype, metric, distllm, llama, foreign_d, foreign_l)
     info = {}
     jf = open(a.json, "a") if a.json else None
+    # Batch-1 decode at positions C..C+127 on both sides: llama-bench's tg128 at depth C
+    # where it has -d; otherwise only batched-bench's npl 1 row (its tg128 decodes
+    # positions 0..127, which is not the same work).
     tg = f"tg128 at depth {a.context}"
     for rnd in range(a.rounds):
         for d, gguf, lname in pairs:
@@ -225,8 +237,8 @@ def main():
             else:
                 (lb, lbb, lfa), (dd, dp) = ll(), dl()
             info["cpu_info"], info["system_info"] = lb["cpu_info"], lbb["system_info"]
-            rec = [
-                (f"decode b1 ({tg})", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"]),
+            rec = ([(f"decode b1 ({tg})", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"])]
+                   if a.llama_has_depth else []) + [
                 (f"prefill {a.prefill} (pp{a.prefill})", dd["prefill"]["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
                  dd["foreign"], lb["foreign"]),
             ] + [(f"batched decode b{b} (batched-bench npl {b})", dd["tok_s"].get(b), lbb["tok_s"].get(b),
