@@ -510,7 +510,7 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
       trainer.stopped_by_time_limit()
           ? strprintf("stopped after step %lld of %lld: the --time-limit of %g s was reached",
                       (long long)trainer.steps_done(), (long long)requested_steps, o.time_limit_seconds)
-          : strprintf("all %lld steps done", (long long)trainer.steps_done());
+          : strprintf("finished (--steps %lld)", (long long)requested_steps);
   std::vector<std::string> outputs;
   if (out) outputs.push_back("model: " + *out);
   if (!plot_path.empty()) outputs.push_back("loss curve: " + plot_path);
