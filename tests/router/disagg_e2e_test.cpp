@@ -21,15 +21,15 @@
 #include <nlohmann/json.hpp>
 
 #include "distllm/router/proxy.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 #include "router/test_server_process.h"
 
 namespace distllm::router {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using serve::api::HttpResult;
-using serve::api::OpenAIClient;
+using client::HttpResult;
+using client::OpenAIClient;
 
 constexpr int kBlockSize = 4;
 

@@ -16,15 +16,15 @@
 
 #include "distllm/base/timer.h"
 #include "distllm/router/proxy.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 #include "router/test_server_process.h"
 
 namespace distllm::router {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using serve::api::HttpResult;
-using serve::api::OpenAIClient;
+using client::HttpResult;
+using client::OpenAIClient;
 
 struct Replica : TestServerProcess {
   std::vector<std::string> extra_args;  // more serve_test_server flags

@@ -14,6 +14,9 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/http/edge.h"
+#include "distllm/http/openai_error.h"
+#include "distllm/router/metrics.h"
 #include "distllm/router/prefill_pool.h"
 #include "distllm/router/stream_pipe.h"
 
@@ -22,15 +25,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json error_json(const std::string& message, const char* type, const char* code) {
-  return Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message, const char* code) {
-  const char* type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
-  res.status = status;
-  res.set_content(error_json(message, type, code).dump(), "application/json");
-}
+using http::send_openai_error;
 
 // The text a prompt-prefix policy hashes: the prompt, or the messages' contents.
 std::string prompt_text(const Json& body) {
@@ -55,10 +50,6 @@ std::string new_request_id() {
   return strprintf("route-%016llx", static_cast<unsigned long long>(rng()));
 }
 
-// Latency histogram buckets (seconds), Prometheus style.
-constexpr double kBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-constexpr size_t kNumBuckets = sizeof kBuckets / sizeof kBuckets[0];
-
 }  // namespace
 
 struct Router::Impl {
@@ -67,24 +58,20 @@ struct Router::Impl {
   std::unique_ptr<RoutingPolicy> policy;
   ModelRoutes routes;
   std::unique_ptr<PrefillPool> prefill;  // set with --prefill
-  httplib::Server server;
-  std::mutex model_mu;
-  std::map<std::string, int64_t> model_requests;  // by the model forwarded to
-  std::atomic<int64_t> requests{0}, retries{0}, failed{0}, rejected{0};
-  std::atomic<int64_t> latency_count{0};
-  std::atomic<int64_t> latency_buckets[kNumBuckets + 1] = {};
-  std::atomic<double> latency_sum{0.0};
+  http::HttpEdge edge;
+  httplib::Server& server;  // the edge's routes
+  RouterMetrics metrics;
 
   explicit Impl(RouterConfig c)
       : config(std::move(c)),
         replicas(config.replicas, config.replica),
         policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))),
-        routes(config.splits) {
+        routes(config.splits),
+        edge(config.http, config.api_key),
+        server(edge.routes()) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
     if (!config.prefill_replicas.empty()) prefill = std::make_unique<PrefillPool>(config.prefill_replicas, config.replica);
-    server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-    server.set_payload_max_length(config.max_body_bytes);
-    server.set_tcp_nodelay(true);  // no Nagle wait between a response's head and body
+    // The API key is checked by the edge on every head, before its body is read.
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const size_t n = replicas.available().size();
       res.status = n > 0 ? 200 : 503;
@@ -92,16 +79,14 @@ struct Router::Impl {
                       "application/json");
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+      res.set_content(metrics.render(all_replica_status()), "text/plain; version=0.0.4; charset=utf-8");
     });
-    server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
+    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       Json data = replicas.models();
       for (auto& alias : routes.alias_entries()) data.push_back(std::move(alias));
       res.set_content(Json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     });
-    server.Get("/admin/replicas", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
+    server.Get("/admin/replicas", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(Json{{"replicas", replicas_json()}}.dump(), "application/json");
     });
     for (const bool drain : {true, false}) {
@@ -111,35 +96,14 @@ struct Router::Impl {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       server.Post(path, [this, path](const httplib::Request& req, httplib::Response& res) { proxy(path, req, res); });
     }
-    server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-      if (res.status == 413) send_error(res, 413, "the request body is larger than the router's limit", "body_too_large");
-      else if (res.status == 404 && res.body.empty()) send_error(res, 404, "no such route", "not_found");
-    });
-  }
-
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (config.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + config.api_key) return true;
-    send_error(res, 401, "missing or wrong API key for the router", "invalid_api_key");
-    return false;
-  }
-
-  void observe(double seconds) {
-    size_t b = 0;
-    while (b < kNumBuckets && seconds > kBuckets[b]) ++b;
-    latency_buckets[b].fetch_add(1);
-    latency_count.fetch_add(1);
-    double cur = latency_sum.load();
-    while (!latency_sum.compare_exchange_weak(cur, cur + seconds)) {
-    }
   }
 
   void proxy(const char* path, const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    requests.fetch_add(1);
+    metrics.requests.fetch_add(1);
     Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
-      rejected.fetch_add(1);
-      send_error(res, 400, "the request body must be a JSON object", "invalid_json");
+      metrics.rejected.fetch_add(1);
+      send_openai_error(res, 400, "the request body must be a JSON object", "", "invalid_json");
       return;
     }
     RouteKey key;
@@ -152,8 +116,8 @@ struct Router::Impl {
     bool rewritten = false;
     if (auto m = body.find("model"); m != body.end()) {
       if (!m->is_string()) {
-        rejected.fetch_add(1);
-        send_error(res, 400, "'model' must be a string", "invalid_model");
+        metrics.rejected.fetch_add(1);
+        send_openai_error(res, 400, "'model' must be a string", "model", "invalid_model");
         return;
       }
       model = routes.resolve(m->get<std::string>(), key.session);
@@ -163,11 +127,12 @@ struct Router::Impl {
       }
     }
     if (!model.empty() && !replicas.serves(model)) {
-      rejected.fetch_add(1);
-      send_error(res, 404, "the model '" + model + "' does not exist on any ready replica", "model_not_found");
+      metrics.rejected.fetch_add(1);
+      send_openai_error(res, 404, "the model '" + model + "' does not exist on any ready replica", "model",
+                        "model_not_found");
       return;
     }
-    count_model(model);
+    metrics.count_model(model);
     const std::string payload = rewritten ? body.dump() : req.body;
     const bool stream = body.value("stream", false);
     std::string request_id = req.get_header_value("X-Request-Id");
@@ -196,7 +161,7 @@ struct Router::Impl {
       pump->join();
       res.status = status;
       res.set_content(body_text, pipe->content_type().empty() ? "application/json" : pipe->content_type());
-      observe(started->seconds());
+      metrics.observe_latency(started->seconds());
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -216,7 +181,7 @@ struct Router::Impl {
         [this, pipe, pump, started](bool) {
           pipe->cancel();  // no-op after a complete stream; stops the pump otherwise
           pump->join();
-          observe(started->seconds());
+          metrics.observe_latency(started->seconds());
         });
   }
 
@@ -228,11 +193,6 @@ struct Router::Impl {
     RouteKey key;
     std::string model;  // after the split; empty: any replica
   };
-
-  void count_model(const std::string& model) {
-    std::lock_guard<std::mutex> lock(model_mu);
-    ++model_requests[model];
-  }
 
   Json replicas_json() {
     Json out = Json::array();
@@ -249,16 +209,15 @@ struct Router::Impl {
   }
 
   void set_draining(const httplib::Request& req, httplib::Response& res, bool drain) {
-    if (!authorized(req, res)) return;
     Json body = Json::parse(req.body, nullptr, false);
     if (!body.is_object() || !body.contains("replica") || !body["replica"].is_string()) {
-      send_error(res, 400, "the body must be {\"replica\": \"http://host:port\"}", "invalid_request");
+      send_openai_error(res, 400, "the body must be {\"replica\": \"http://host:port\"}", "replica", "invalid_request");
       return;
     }
     const std::string url = body["replica"].get<std::string>();
     const int i = replicas.find(url);
     if (i < 0) {
-      send_error(res, 404, "no replica '" + url + "' behind this router", "replica_not_found");
+      send_openai_error(res, 404, "no replica '" + url + "' behind this router", "replica", "replica_not_found");
       return;
     }
     replicas.set_draining(i, drain);
@@ -299,7 +258,7 @@ struct Router::Impl {
       const int r = choose(t, tried);
       if (r < 0) break;
       tried.push_back(r);
-      if (attempt > 0) retries.fetch_add(1);
+      if (attempt > 0) metrics.retries.fetch_add(1);
       replicas.on_start(r);
       httplib::Client cli = client(r);
       httplib::Result up = cli.Post(t.path, t.headers, t.payload, "application/json");
@@ -315,12 +274,12 @@ struct Router::Impl {
       res.set_content(up->body, up->get_header_value("Content-Type").empty() ? "application/json"
                                                                              : up->get_header_value("Content-Type"));
       if (up->has_header("Retry-After")) res.set_header("Retry-After", up->get_header_value("Retry-After"));
-      observe(timer.seconds());
-      if (up->status >= 500) failed.fetch_add(1);
+      metrics.observe_latency(timer.seconds());
+      if (up->status >= 500) metrics.failed.fetch_add(1);
       return;
     }
-    failed.fetch_add(1);
-    send_error(res, 503, "no replica could take the request", "no_replica_available");
+    metrics.failed.fetch_add(1);
+    send_openai_error(res, 503, "no replica could take the request", "", "no_replica_available");
   }
 
   // Streams one request into `pipe`; retries elsewhere while nothing was committed:
@@ -331,7 +290,7 @@ struct Router::Impl {
       const int r = choose(t, tried);
       if (r < 0) break;
       tried.push_back(r);
-      if (attempt > 0) retries.fetch_add(1);
+      if (attempt > 0) metrics.retries.fetch_add(1);
       replicas.on_start(r);
       httplib::Client cli = client(r);
       httplib::Request up;
@@ -380,50 +339,20 @@ struct Router::Impl {
       }
       if (attempt + 1 < config.max_attempts) continue;
       if (status >= 500) {
-        failed.fetch_add(1);
+        metrics.failed.fetch_add(1);
         pipe.set_status(status, error_type);
         pipe.push(error_body.data(), error_body.size());
         return;
       }
     }
-    failed.fetch_add(1);
-    const std::string body = error_json("no replica could take the request", "server_error", "no_replica_available").dump();
+    metrics.failed.fetch_add(1);
+    const std::string body = http::openai_error_text(503, "no replica could take the request", "", "no_replica_available");
     pipe.set_status(503, "application/json");
     pipe.push(body.data(), body.size());
   }
 
-  std::string metrics_text() {
-    std::string out;
-    auto counter = [&](const char* name, const char* help, int64_t v) {
-      out += strprintf("# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name, name, static_cast<long long>(v));
-    };
-    counter("distllm_router_requests_total", "Requests the router received on /v1/*completions.", requests.load());
-    counter("distllm_router_retries_total", "Attempts on another replica after a failure.", retries.load());
-    counter("distllm_router_failures_total", "Requests that failed on every replica tried.", failed.load());
-    counter("distllm_router_rejected_total", "Requests refused before routing (bad JSON).", rejected.load());
-    out += "# HELP distllm_router_request_seconds End-to-end latency through the router.\n"
-           "# TYPE distllm_router_request_seconds histogram\n";
-    int64_t cum = 0;
-    for (size_t b = 0; b < kNumBuckets; ++b) {
-      cum += latency_buckets[b].load();
-      out += strprintf("distllm_router_request_seconds_bucket{le=\"%g\"} %lld\n", kBuckets[b], static_cast<long long>(cum));
-    }
-    cum += latency_buckets[kNumBuckets].load();
-    out += strprintf("distllm_router_request_seconds_bucket{le=\"+Inf\"} %lld\n", static_cast<long long>(cum));
-    out += strprintf("distllm_router_request_seconds_sum %.6f\ndistllm_router_request_seconds_count %lld\n",
-                     latency_sum.load(), static_cast<long long>(latency_count.load()));
-    {
-      std::lock_guard<std::mutex> lock(model_mu);
-      out += "# HELP distllm_router_model_requests_total Requests by the model they were sent to (after splits).\n"
-             "# TYPE distllm_router_model_requests_total counter\n";
-      for (const auto& [model, n] : model_requests)
-        out += strprintf("distllm_router_model_requests_total{model=\"%s\"} %lld\n", escape_prometheus_label(model).c_str(),
-                         static_cast<long long>(n));
-    }
-    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n"
-           "# TYPE distllm_router_replica_queued gauge\n# TYPE distllm_router_replica_kv_cache_usage gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
-           "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
-           "# TYPE distllm_router_replica_breaker gauge\n";
+  // Every replica's state for /metrics: decode (or plain) replicas, then prefill ones.
+  std::vector<ReplicaStatus> all_replica_status() {
     std::vector<ReplicaStatus> all = replicas.status();
     if (prefill) {
       for (ReplicaStatus s : prefill->replicas().status()) {
@@ -431,47 +360,24 @@ struct Router::Impl {
         all.push_back(std::move(s));
       }
     }
-    for (const ReplicaStatus& s : all) {
-      const char* u = s.url.c_str();
-      out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
-      out += strprintf("distllm_router_replica_draining{replica=\"%s\"} %d\n", u, s.draining ? 1 : 0);
-      out += strprintf("distllm_router_replica_queued{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.queued));
-      if (s.kv_usage >= 0) out += strprintf("distllm_router_replica_kv_cache_usage{replica=\"%s\"} %g\n", u, s.kv_usage);
-      out += strprintf("distllm_router_replica_outstanding{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.outstanding));
-      out += strprintf("distllm_router_replica_requests_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.requests));
-      out += strprintf("distllm_router_replica_failures_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.failures));
-      for (BreakerState st : {BreakerState::kClosed, BreakerState::kOpen, BreakerState::kHalfOpen})
-        out += strprintf("distllm_router_replica_breaker{replica=\"%s\",state=\"%s\"} %d\n", u, breaker_name(st),
-                         s.breaker == st ? 1 : 0);
-    }
-    return out;
+    return all;
   }
 };
 
 Router::Router(RouterConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 Router::~Router() { stop(); }
 
-int Router::bind() {
-  const RouterConfig& c = impl_->config;
-  int port = c.port;
-  if (port == 0) {
-    port = impl_->server.bind_to_any_port(c.host.c_str());
-    DL_CHECK(port > 0, "router: cannot bind %s", c.host.c_str());
-  } else {
-    DL_CHECK(impl_->server.bind_to_port(c.host.c_str(), port), "router: cannot bind %s:%d", c.host.c_str(), port);
-  }
-  return port;
-}
+int Router::bind() { return impl_->edge.bind(impl_->config.host, impl_->config.port); }
 
 void Router::serve() {
   impl_->replicas.start();
   if (impl_->prefill) impl_->prefill->start();
-  impl_->server.listen_after_bind();
+  impl_->edge.run();
 }
 
 void Router::stop() {
   if (!impl_) return;
-  impl_->server.stop();
+  impl_->edge.stop();
   impl_->replicas.stop();
   if (impl_->prefill) impl_->prefill->stop();
 }

@@ -1,6 +1,9 @@
 // `distllm route`: an OpenAI-compatible proxy in front of N serving replicas (ours,
 // or any OpenAI-compatible server: llama.cpp's, vLLM).
 //
+// Clients reach it through the HTTP edge the server uses (http/edge.h): the same
+// read deadlines, connection caps, framing checks and constant-time API key.
+//
 // POST /v1/completions and /v1/chat/completions go to the replica the policy picks
 // among those that may take traffic (replica_set.h). A connect failure or a 5xx
 // before any byte reached the client is retried on another replica (up to
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "distllm/http/front.h"
 #include "distllm/router/model_routes.h"
 #include "distllm/router/replica_set.h"
 
@@ -39,11 +43,13 @@ struct RouterConfig {
   std::vector<std::string> prefill_replicas;
   std::string policy = "least_outstanding";
   Splits splits;                       // weighted model aliases (model_routes.h)
-  std::string api_key;                 // non-empty: /v1/* needs "Authorization: Bearer <key>"
-  size_t max_body_bytes = 2u << 20;    // larger bodies get 413 and are never forwarded
+  std::string api_key;                 // non-empty: /v1/* and /admin/* need "Authorization: Bearer <key>"
   int max_attempts = 3;                // replicas tried per request
   double upstream_timeout_s = 600;     // per forwarded request
-  int threads = 64;                    // concurrent client connections served
+  // The edge's limits (front.h): body size (larger bodies get 413 and are never
+  // forwarded), deadlines, connection caps, and `workers`: requests answered at
+  // once (a stream holds one for its whole length).
+  http::FrontLimits http = {.workers = 64};
   ReplicaOptions replica;
 };
 

@@ -4,38 +4,20 @@
 #include <chrono>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 #include "distllm/base/error.h"
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/http/edge.h"
+#include "distllm/http/prometheus.h"
 
 namespace distllm::serve::api {
 namespace {
 
-using Json = nlohmann::ordered_json;
 namespace wire = kv_transfer;
 
 void send_json_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
-  res.set_content(Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", "kv_prefill_failed"}}}}
-                      .dump(-1, ' ', false, Json::error_handler_t::replace),
-                  "application/json");
-}
-
-std::string escape_label(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
+  http::send_openai_error(res, status, message, "", "kv_prefill_failed");
 }
 
 }  // namespace
@@ -287,22 +269,22 @@ KvTransfer::Counters KvTransfer::counters() const {
 
 std::string KvTransfer::render_metrics(const std::string& model_name) const {
   const Counters c = counters();
-  const std::string labels = "{model_name=\"" + escape_label(model_name) + "\"}";
-  std::string out;
-  auto counter = [&](const char* name, const char* help, const std::string& value) {
-    const std::string n = std::string("distllm:kv_transfer_") + name;
-    out += "# HELP " + n + " " + help + "\n# TYPE " + n + " counter\n" + n + labels + " " + value + "\n";
+  const std::string labels = "model_name=\"" + escape_prometheus_label(model_name) + "\"";
+  http::PrometheusText text;
+  auto counter = [&](const char* name, const char* help, int64_t value) {
+    text.counter(std::string("distllm:kv_transfer_") + name, help, value, labels);
   };
-  counter("prefill_requests_total", "Prefill requests answered (prefill role).", std::to_string(c.prefill_requests));
-  counter("blocks_sent_total", "KV blocks sent to decode replicas.", std::to_string(c.blocks_sent));
-  counter("bytes_sent_total", "KV payload bytes sent to decode replicas.", std::to_string(c.bytes_sent));
-  counter("pulls_total", "Prompts whose KV this decode replica pulled from a prefill replica.", std::to_string(c.pulls));
-  counter("blocks_received_total", "KV blocks received whole and checked (decode role).", std::to_string(c.blocks_received));
-  counter("bytes_received_total", "Bytes received from prefill replicas.", std::to_string(c.bytes_received));
-  counter("seconds_total", "Seconds spent pulling KV (request, remote prefill, transfer, import).",
-          strprintf("%.6f", c.transfer_seconds));
-  counter("fallbacks_total", "Pulls that failed: the prompt was computed locally.", std::to_string(c.fallbacks));
-  return out;
+  counter("prefill_requests_total", "Prefill requests answered (prefill role).", c.prefill_requests);
+  counter("blocks_sent_total", "KV blocks sent to decode replicas.", c.blocks_sent);
+  counter("bytes_sent_total", "KV payload bytes sent to decode replicas.", c.bytes_sent);
+  counter("pulls_total", "Prompts whose KV this decode replica pulled from a prefill replica.", c.pulls);
+  counter("blocks_received_total", "KV blocks received whole and checked (decode role).", c.blocks_received);
+  counter("bytes_received_total", "Bytes received from prefill replicas.", c.bytes_received);
+  text.family("distllm:kv_transfer_seconds_total", "counter",
+              "Seconds spent pulling KV (request, remote prefill, transfer, import).");
+  text.sample("distllm:kv_transfer_seconds_total", labels, c.transfer_seconds);
+  counter("fallbacks_total", "Pulls that failed: the prompt was computed locally.", c.fallbacks);
+  return std::move(text.text());
 }
 
 }  // namespace distllm::serve::api
