@@ -384,4 +384,6 @@ void Router::stop() {
 
 ReplicaSet& Router::replicas() { return impl_->replicas; }
 
+int Router::open_connections() const { return impl_->edge.open_connections(); }
+
 }  // namespace distllm::router

@@ -66,6 +66,8 @@ class Router {
   void serve();
   void stop();
   ReplicaSet& replicas();
+  // Client connections open now (for tests and logs).
+  int open_connections() const;
 
  private:
   struct Impl;
