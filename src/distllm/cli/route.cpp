@@ -57,6 +57,8 @@ int run_route(Args& args) {
   c.max_attempts = static_cast<int>(args.get_int("max-attempts", 3, "replicas tried per request"));
   c.http.workers = static_cast<int>(args.get_int("threads", 64, "requests answered at once (a stream holds one while it lasts)"));
   c.replica.health_interval_s = args.get_double("health-interval", 1.0, "seconds between active /health checks");
+  c.replica.health_timeout_s = args.get_double(
+      "health-timeout", 2.0, "seconds a replica gets to answer a health check; past them it takes no requests");
   c.replica.failure_threshold = static_cast<int>(args.get_int("failure-threshold", 3, "consecutive failures that open a replica's breaker"));
   c.replica.open_seconds = args.get_double("breaker-open", 5.0, "seconds an open breaker waits before a half-open probe");
   if (args.help_or_finish()) return 0;

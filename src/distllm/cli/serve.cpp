@@ -90,6 +90,9 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const double kv_transfer_timeout = args.get_double(
       "kv-transfer-timeout", 60, "decode role: seconds a KV pull (remote prefill + transfer) may take before the "
                                  "prompt is computed here instead; prefill role: seconds a prefill may take");
+  const double kv_transfer_connect_timeout = args.get_double(
+      "kv-transfer-connect-timeout", 2, "decode role: seconds the prefill replica gets to accept a KV pull and answer "
+      "its head (it does before prefilling); past them the prompt is computed here");
   const int kv_transfer_min_tokens = static_cast<int>(args.get_int(
       "kv-transfer-min-tokens", 0, "decode role: prompts shorter than this are computed here, without a KV pull"));
   const int tp = static_cast<int>(args.get_int(
@@ -230,7 +233,8 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
     // Exports and imports go to the engine serving now (a reload swaps it).
     kv_transfer = std::make_unique<serve::api::KvTransfer>(
         engine, [&engine] { return engine.current(); },
-        serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens});
+        serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens,
+                                     kv_transfer_connect_timeout});
     scfg.kv_transfer = kv_transfer.get();
     LOG_INFO("serve: role %s (KV blocks: %s)", serve::api::serve_role_name(role),
              kv_transfer->fingerprint().describe().c_str());

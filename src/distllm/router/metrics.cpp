@@ -23,6 +23,11 @@ std::string RouterMetrics::render(const std::vector<ReplicaStatus>& replicas) co
   t.counter("distllm_router_failures_total", "Requests that failed on every replica tried.", failed.load());
   t.counter("distllm_router_rejected_total", "Requests refused before routing (bad JSON, unknown model).",
             rejected.load());
+  t.counter("distllm_router_model_unavailable_total",
+            "Requests for a model a replica served before while none that serves it is up (503 + Retry-After).",
+            unavailable.load());
+  t.counter("distllm_router_streams_broken_total",
+            "Streams a replica broke off mid-way: the client got an error event and [DONE].", streams_broken.load());
   {
     std::lock_guard<std::mutex> lock(mu_);
     t.histogram("distllm_router_request_seconds", "End-to-end latency through the router.", latency_);

@@ -23,6 +23,8 @@ class RouterMetrics {
   std::atomic<int64_t> retries{0};   // attempts on another replica after a failure
   std::atomic<int64_t> failed{0};    // failed on every replica tried
   std::atomic<int64_t> rejected{0};  // refused before routing (bad JSON, unknown model)
+  std::atomic<int64_t> unavailable{0};      // a known model with no live replica: 503
+  std::atomic<int64_t> streams_broken{0};   // a replica broke off a stream: error event sent
 
   void observe_latency(double seconds);
   void count_model(const std::string& model);

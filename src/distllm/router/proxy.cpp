@@ -17,8 +17,10 @@
 #include "distllm/http/edge.h"
 #include "distllm/http/openai_error.h"
 #include "distllm/router/metrics.h"
+#include "distllm/http/peer_socket.h"
 #include "distllm/router/prefill_pool.h"
 #include "distllm/router/stream_pipe.h"
+#include "distllm/router/upstream.h"
 
 namespace distllm::router {
 namespace {
@@ -26,6 +28,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 using http::send_openai_error;
+
+constexpr double kClientPollSeconds = 0.05;  // how often a waiting stream looks at its client
 
 // The text a prompt-prefix policy hashes: the prompt, or the messages' contents.
 std::string prompt_text(const Json& body) {
@@ -58,15 +62,17 @@ struct Router::Impl {
   std::unique_ptr<RoutingPolicy> policy;
   ModelRoutes routes;
   std::unique_ptr<PrefillPool> prefill;  // set with --prefill
+  RouterMetrics metrics;
+  Upstream upstream;
   http::HttpEdge edge;
   httplib::Server& server;  // the edge's routes
-  RouterMetrics metrics;
 
   explicit Impl(RouterConfig c)
       : config(std::move(c)),
         replicas(config.replicas, config.replica),
         policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))),
         routes(config.splits),
+        upstream(replicas, *policy, metrics, UpstreamOptions{config.max_attempts, config.upstream_timeout_s}),
         edge(config.http, config.api_key),
         server(edge.routes()) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
@@ -126,32 +132,43 @@ struct Router::Impl {
         rewritten = true;
       }
     }
-    if (!model.empty() && !replicas.serves(model)) {
-      metrics.rejected.fetch_add(1);
-      send_openai_error(res, 404, "the model '" + model + "' does not exist on any ready replica", "model",
-                        "model_not_found");
-      return;
-    }
+    if (!model.empty() && !model_available(model, res)) return;
     metrics.count_model(model);
-    const std::string payload = rewritten ? body.dump() : req.body;
-    const bool stream = body.value("stream", false);
     std::string request_id = req.get_header_value("X-Request-Id");
     if (request_id.empty()) request_id = new_request_id();
-    httplib::Headers headers = {{"X-Request-Id", request_id}};
+    UpstreamRequest up{path, rewritten ? body.dump() : req.body, {{"X-Request-Id", request_id}}, key, model};
     res.set_header("X-Request-Id", request_id);
     // Held until the request ends (the pump thread holds it for a stream).
-    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(headers);
-    Target target{path, payload, headers, key, model};
-    if (!stream) {
-      forward(target, res);
-      return;
+    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(up.headers);
+    if (body.value("stream", false)) stream(std::move(up), std::move(prefill_lease), res);
+    else upstream.forward(up, res);
+  }
+
+  // A model no replica ever served is a 404; one whose replicas are all down (or
+  // draining) is a 503 the client may retry.
+  bool model_available(const std::string& model, httplib::Response& res) {
+    switch (replicas.model_state(model)) {
+      case ModelState::kServed: return true;
+      case ModelState::kDown:
+        metrics.unavailable.fetch_add(1);
+        send_openai_error(res, 503, "no replica that serves the model '" + model + "' is up; retry later", "model",
+                          "no_replica_available");
+        res.set_header("Retry-After", "1");
+        return false;
+      case ModelState::kUnknown: break;
     }
-    // The pump reads upstream on its own thread; this one waits for the status, so
-    // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
+    metrics.rejected.fetch_add(1);
+    send_openai_error(res, 404, "the model '" + model + "' does not exist on any replica", "model", "model_not_found");
+    return false;
+  }
+
+  // The pump reads upstream on its own thread; this one waits for the status, so
+  // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
+  void stream(UpstreamRequest up, std::shared_ptr<PrefillPool::Lease> prefill_lease, httplib::Response& res) {
     auto started = std::make_shared<Timer>();
     auto pipe = std::make_shared<StreamPipe>();
-    auto pump = std::make_shared<std::thread>([this, pipe, target, prefill_lease] {
-      forward_stream(target, *pipe);
+    auto pump = std::make_shared<std::thread>([this, pipe, up = std::move(up), prefill_lease] {
+      upstream.forward_stream(up, *pipe);
       pipe->finish();
     });
     const int status = pipe->wait_status();
@@ -161,6 +178,7 @@ struct Router::Impl {
       pump->join();
       res.status = status;
       res.set_content(body_text, pipe->content_type().empty() ? "application/json" : pipe->content_type());
+      if (status == 503) res.set_header("Retry-After", "1");
       metrics.observe_latency(started->seconds());
       return;
     }
@@ -168,15 +186,23 @@ struct Router::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [pipe](size_t, httplib::DataSink& sink) {
+          const int client = http::HttpFront::current_socket();
           std::string chunk;
-          while (pipe->pop(chunk)) {
-            if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) {
-              pipe->cancel();  // the client left: the pump closes the upstream connection
-              return false;
+          while (true) {
+            switch (pipe->pop_for(chunk, kClientPollSeconds)) {
+              case StreamPipe::Pop::kChunk:
+                if (sink.write(chunk.data(), chunk.size())) continue;
+                break;  // the client left
+              case StreamPipe::Pop::kEnd:
+                sink.done();
+                return true;
+              case StreamPipe::Pop::kTimeout:
+                if (!http::peer_closed(client)) continue;  // a long prefill writes nothing for a while
+                break;
             }
+            pipe->cancel();  // the pump closes the upstream connection: the replica cancels the request
+            return false;
           }
-          sink.done();
-          return true;
         },
         [this, pipe, pump, started](bool) {
           pipe->cancel();  // no-op after a complete stream; stops the pump otherwise
@@ -184,15 +210,6 @@ struct Router::Impl {
           metrics.observe_latency(started->seconds());
         });
   }
-
-  // One request as the replicas see it.
-  struct Target {
-    const char* path;
-    std::string payload;
-    httplib::Headers headers;
-    RouteKey key;
-    std::string model;  // after the split; empty: any replica
-  };
 
   Json replicas_json() {
     Json out = Json::array();
@@ -232,123 +249,6 @@ struct Router::Impl {
     std::shared_ptr<PrefillPool::Lease> lease = prefill->acquire();
     if (lease) headers.emplace(kPrefillFromHeader, lease->url());
     return lease;
-  }
-
-  // Picks a replica no earlier attempt used; -1 when none is left.
-  int choose(const Target& t, const std::vector<int>& tried) {
-    std::vector<ReplicaLoad> a = replicas.available(tried, t.model);
-    if (a.empty()) return -1;
-    return policy->pick(t.key, a);
-  }
-
-  httplib::Client client(int replica) {
-    httplib::Client cli(replicas.url(replica));
-    cli.set_tcp_nodelay(true);
-    cli.set_connection_timeout(std::chrono::seconds(5));
-    const auto t = std::chrono::duration<double>(config.upstream_timeout_s);
-    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    cli.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    return cli;
-  }
-
-  void forward(const Target& t, httplib::Response& res) {
-    Timer timer;
-    std::vector<int> tried;
-    for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
-      const int r = choose(t, tried);
-      if (r < 0) break;
-      tried.push_back(r);
-      if (attempt > 0) metrics.retries.fetch_add(1);
-      replicas.on_start(r);
-      httplib::Client cli = client(r);
-      httplib::Result up = cli.Post(t.path, t.headers, t.payload, "application/json");
-      const bool ok = up && up->status < 500;
-      replicas.on_finish(r, ok);
-      if (!ok && attempt + 1 < config.max_attempts) {
-        LOG_WARN("route: %s failed (%s); retrying elsewhere", replicas.url(r).c_str(),
-                 up ? strprintf("HTTP %d", up->status).c_str() : httplib::to_string(up.error()).c_str());
-        continue;
-      }
-      if (!up) break;
-      res.status = up->status;
-      res.set_content(up->body, up->get_header_value("Content-Type").empty() ? "application/json"
-                                                                             : up->get_header_value("Content-Type"));
-      if (up->has_header("Retry-After")) res.set_header("Retry-After", up->get_header_value("Retry-After"));
-      metrics.observe_latency(timer.seconds());
-      if (up->status >= 500) metrics.failed.fetch_add(1);
-      return;
-    }
-    metrics.failed.fetch_add(1);
-    send_openai_error(res, 503, "no replica could take the request", "", "no_replica_available");
-  }
-
-  // Streams one request into `pipe`; retries elsewhere while nothing was committed:
-  // a connect failure or a 5xx head. A 2xx or 4xx head is committed at once.
-  void forward_stream(const Target& t, StreamPipe& pipe) {
-    std::vector<int> tried;
-    for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
-      const int r = choose(t, tried);
-      if (r < 0) break;
-      tried.push_back(r);
-      if (attempt > 0) metrics.retries.fetch_add(1);
-      replicas.on_start(r);
-      httplib::Client cli = client(r);
-      httplib::Request up;
-      up.method = "POST";
-      up.path = t.path;
-      up.headers = t.headers;
-      up.headers.emplace("Content-Type", "application/json");
-      up.body = t.payload;
-      int status = 0;
-      size_t pushed = 0;
-      bool committed = false, cancelled = false;
-      std::string error_body, error_type;
-      up.response_handler = [&](const httplib::Response& resp) {
-        status = resp.status;
-        if (status < 500) {
-          pipe.set_status(status, resp.get_header_value("Content-Type"));
-          committed = true;
-        } else {
-          error_type = resp.get_header_value("Content-Type");
-        }
-        return true;
-      };
-      up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-        if (!committed) {  // a 5xx: kept, then retried or relayed
-          error_body.append(data, n);
-          return true;
-        }
-        if (!pipe.push(data, n)) {
-          cancelled = true;  // closing the upstream connection cancels the request there
-          return false;
-        }
-        pushed += n;
-        return true;
-      };
-      httplib::Result result = cli.send(up);
-      const bool ok = committed && (result || cancelled);
-      replicas.on_finish(r, ok);
-      if (committed && !ok && pushed == 0 && attempt + 1 < config.max_attempts) {
-        LOG_WARN("route: %s broke off before the first byte; retrying elsewhere", replicas.url(r).c_str());
-        continue;  // the client has seen nothing yet: another replica may answer
-      }
-      if (committed) {
-        if (!result && !cancelled) LOG_WARN("route: %s broke off a stream (%s)", replicas.url(r).c_str(),
-                                            httplib::to_string(result.error()).c_str());
-        return;
-      }
-      if (attempt + 1 < config.max_attempts) continue;
-      if (status >= 500) {
-        metrics.failed.fetch_add(1);
-        pipe.set_status(status, error_type);
-        pipe.push(error_body.data(), error_body.size());
-        return;
-      }
-    }
-    metrics.failed.fetch_add(1);
-    const std::string body = http::openai_error_text(503, "no replica could take the request", "", "no_replica_available");
-    pipe.set_status(503, "application/json");
-    pipe.push(body.data(), body.size());
   }
 
   // Every replica's state for /metrics: decode (or plain) replicas, then prefill ones.
