@@ -124,6 +124,7 @@ Upstream::Attempt Upstream::stream_once(int r, const UpstreamRequest& t, StreamP
     return a;
   }
   if (!committed) {  // a 5xx, no answer at all, or a head the open stream cannot take
+    a.replica_ok = status > 0 && status < 500;  // a 429 is the replica working as designed
     a.status = refused ? 0 : status;
     a.why = refused ? strprintf("HTTP %d instead of an event stream", status)
             : status  ? strprintf("HTTP %d", status)
