@@ -2,9 +2,7 @@
 
 #include <httplib.h>
 
-#include <atomic>
-#include <chrono>
-#include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -15,9 +13,8 @@
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
 #include "distllm/http/edge.h"
-#include "distllm/http/openai_error.h"
-#include "distllm/router/metrics.h"
 #include "distllm/http/peer_socket.h"
+#include "distllm/router/metrics.h"
 #include "distllm/router/prefill_pool.h"
 #include "distllm/router/stream_pipe.h"
 #include "distllm/router/upstream.h"
@@ -140,7 +137,10 @@ struct Router::Impl {
     res.set_header("X-Request-Id", request_id);
     // Held until the request ends (the pump thread holds it for a stream).
     std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(up.headers);
-    if (body.value("stream", false)) stream(std::move(up), std::move(prefill_lease), res);
+    // A "stream" that is not a boolean goes as a plain request: the replica refuses it by name.
+    const auto want_stream = body.find("stream");
+    if (want_stream != body.end() && want_stream->is_boolean() && want_stream->get<bool>())
+      stream(std::move(up), std::move(prefill_lease), res);
     else upstream.forward(up, res);
   }
 
