@@ -5,6 +5,8 @@
 namespace distllm::router {
 namespace {
 
+constexpr size_t kMaxDoneEventBytes = 256;  // "data: [DONE]" with room for id:, event: and comment lines
+
 // The event's data (its "data:" lines joined by newlines, one leading space of each
 // value dropped), as the SSE specification defines it.
 std::string event_data(std::string_view event) {
@@ -31,7 +33,8 @@ std::string event_data(std::string_view event) {
 void SseRelay::relay_event(std::string_view event, std::string& out) {
   out.append(event);
   relayed_ += event.size();
-  if (!mid_event_ && event_data(event) == "[DONE]") done_ = true;
+  // Only a short event can be [DONE]: token events are not parsed.
+  if (!mid_event_ && event.size() <= kMaxDoneEventBytes && event_data(event) == "[DONE]") done_ = true;
   mid_event_ = false;
 }
 
