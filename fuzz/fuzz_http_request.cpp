@@ -1,69 +1,80 @@
-// Fuzzes the server front's HTTP/1.1 framing (serve/api/http_framing.h) as a client
-// would send it: the head is parsed and judged, a chunked body is decoded in two
-// pieces split where the input says, and the canonical request handed to
-// cpp-httplib must itself parse as one plain request with exactly the body's length.
-// The body limit must hold however the chunks fall.
+// Fuzzes the HTTP edge that `distllm serve` and `distllm route` share
+// (http/request_reader.h over http/framing.h) with a connection's bytes as a client
+// would send them, pipelined requests included. The first byte picks how the bytes
+// arrive (pieces of 1 to 128 bytes) and whether an API key guards /v1/, /admin/ and
+// /internal/ (high bit). Checked: reading the bytes in pieces gives exactly the
+// requests and the refusal that reading them at once gives; every refusal is a
+// 4xx/5xx; the body limit holds however the chunks fall; and every canonical
+// request handed to cpp-httplib parses back as one plain request with the same
+// method, target and body length.
 #include <cstddef>
-#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "distllm/serve/api/http_framing.h"
+#include "distllm/http/api_key.h"
+#include "distllm/http/request_reader.h"
 
-using namespace distllm::serve::api;
+using namespace distllm::http;
+
+namespace {
+
+constexpr size_t kMaxHead = 4096, kMaxBody = 1024;
+
+struct Outcome {
+  std::vector<std::string> requests;
+  int refusal = 0;  // status of the refusal that ended the connection, or 0
+};
+
+void check_request(const RequestHead& head, const std::string& canon) {
+  RequestHead again;
+  size_t again_len = 0;
+  FramingError err;
+  if (parse_request_head(canon, canon.size() + 1, again, again_len, err) != HeadStatus::kComplete) __builtin_trap();
+  if (again.chunked || again.content_length > kMaxBody || again_len + again.content_length != canon.size() ||
+      again.method != head.method || again.target != head.target)
+    __builtin_trap();
+}
+
+Outcome read_all(std::string_view wire, size_t piece, const RequestReader::Screen* screen) {
+  Outcome out;
+  RequestReader reader(ReaderLimits{kMaxHead, kMaxBody}, screen);
+  for (size_t at = 0; at < wire.size() && out.refusal == 0; at += piece) {
+    reader.append(wire.substr(at, piece));
+    for (bool more = true; more;) {
+      switch (reader.next()) {
+        case RequestReader::Event::kNeedMore: more = false; break;
+        case RequestReader::Event::kHeadDone: break;
+        case RequestReader::Event::kRequest:
+          out.requests.push_back(reader.take_request());
+          check_request(reader.head(), out.requests.back());
+          break;
+        case RequestReader::Event::kError:
+          out.refusal = reader.error().status;
+          if (out.refusal < 400 || out.refusal > 599) __builtin_trap();
+          more = false;
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const size_t split_at = data[0];  // where the body is cut in two
-  const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
-  constexpr size_t kMaxHead = 4096, kMaxBody = 1024;
-
-  RequestHead head;
-  size_t head_len = 0;
-  FramingError err;
-  const HeadStatus hs = parse_request_head(in, kMaxHead, head, head_len, err);
-  if (hs == HeadStatus::kError) {
-    if (err.status < 400 || err.status > 599) __builtin_trap();
-    return 0;
-  }
-  if (hs == HeadStatus::kIncomplete) return 0;
-  if (head_len > in.size()) __builtin_trap();
-
-  std::string body;
-  std::string_view rest = in.substr(head_len);
-  if (head.chunked) {
-    // Fed as a server reads: the first piece, then what it left over plus the rest.
-    ChunkedDecoder dec;
-    ChunkedDecoder::Status st = ChunkedDecoder::Status::kNeedMore;
-    const size_t cut = std::min(split_at, rest.size());
-    std::string pending;
-    for (std::string_view piece : {rest.substr(0, cut), rest.substr(cut)}) {
-      pending.append(piece);
-      size_t used = 0;
-      if (st == ChunkedDecoder::Status::kNeedMore) st = dec.feed(pending, used, body, kMaxBody, err);
-      if (used > pending.size() || body.size() > kMaxBody) __builtin_trap();
-      pending.erase(0, used);
-    }
-    if (st == ChunkedDecoder::Status::kError) {
-      if (err.status < 400 || err.status > 599) __builtin_trap();
-      return 0;
-    }
-    if (st != ChunkedDecoder::Status::kDone) return 0;
-  } else {
-    if (head.content_length > kMaxBody || head.content_length > rest.size()) return 0;
-    body.assign(rest.substr(0, head.content_length));
-  }
-
-  // What httplib receives parses back as one plain request carrying that body.
-  const std::string canon = canonical_request(head, body);
-  RequestHead again;
-  size_t again_len = 0;
-  FramingError again_err;
-  if (parse_request_head(canon, canon.size() + 1, again, again_len, again_err) != HeadStatus::kComplete)
-    __builtin_trap();
-  if (again.chunked || again.content_length != body.size() || again_len + body.size() != canon.size() ||
-      again.method != head.method || again.target != head.target)
-    __builtin_trap();
+  const size_t piece = 1 + (data[0] & 0x7f);
+  const std::string_view wire(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const ApiKeyCheck key(data[0] & 0x80 ? "k" : "");
+  const RequestReader::Screen screen = [&key](const RequestHead& head) -> std::optional<FramingError> {
+    if (key.allows(head.path(), head.header("Authorization"))) return std::nullopt;
+    return FramingError{401, kBadKeyMessage, "invalid_api_key"};
+  };
+  const Outcome whole = read_all(wire, wire.size() + 1, &screen);
+  const Outcome pieces = read_all(wire, piece, &screen);
+  if (whole.requests != pieces.requests || whole.refusal != pieces.refusal) __builtin_trap();
   return 0;
 }

@@ -5,7 +5,9 @@
 // outputs through the pair equal the co-located replica's, streaming or not, and
 // the decode replica's metrics show the prompt blocks arrived and were used; with
 // the prefill replica gone (or serving another model) requests still succeed with
-// the same output, computed locally.
+// the same output, computed locally. A prefill replica that hangs (SIGSTOP) costs a
+// request seconds, not the transfer timeout, and the router stops naming it; a
+// decode replica killed mid-stream leaves the client an error event and [DONE].
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -20,16 +22,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distllm/base/timer.h"
+#include "distllm/client/openai_client.h"
 #include "distllm/router/proxy.h"
-#include "distllm/serve/api/openai_client.h"
 #include "router/test_server_process.h"
 
 namespace distllm::router {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using serve::api::HttpResult;
-using serve::api::OpenAIClient;
+using client::HttpResult;
+using client::OpenAIClient;
 
 constexpr int kBlockSize = 4;
 
@@ -102,12 +105,14 @@ struct RouterThread {
   std::unique_ptr<Router> router;
   std::thread thread;
   int port = 0;
-  RouterThread(const std::vector<std::string>& decode, const std::vector<std::string>& prefill) {
+  RouterThread(const std::vector<std::string>& decode, const std::vector<std::string>& prefill,
+               double health_timeout_s = 2.0) {
     RouterConfig c;
     c.port = 0;
     c.replicas = decode;
     c.prefill_replicas = prefill;
     c.replica.health_interval_s = 0.2;
+    c.replica.health_timeout_s = health_timeout_s;
     c.replica.open_seconds = 0.5;
     c.replica.failure_threshold = 2;
     router = std::make_unique<Router>(c);
@@ -275,6 +280,78 @@ TEST(ServeDisaggE2E, InternalEndpointNeedsTheApiKeyAndDecodeSendsIt) {
             complete(colo.url(), request(p, false)));
   EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_blocks_received_total"), 5);
   EXPECT_EQ(metric(decode.url(), "distllm:kv_transfer_fallbacks_total"), 0);
+}
+
+// The value of `name{labels}` in the router's /metrics, or -1.
+double labeled_metric(const std::string& base, const std::string& name_and_labels) {
+  httplib::Client cli(base);
+  auto r = cli.Get("/metrics");
+  if (!r) return -1;
+  size_t p = r->body.find("\n" + name_and_labels + " ");
+  return p == std::string::npos ? -1 : std::stod(r->body.substr(p + name_and_labels.size() + 2));
+}
+
+TEST(ServeDisaggE2E, HungPrefillReplicaCostsSecondsNotTheTransferTimeout) {
+  Proc colo, prefill, decode;
+  colo.start({});
+  prefill.start({"--role", "prefill"});
+  decode.start({"--role", "decode", "--kv-transfer-connect-timeout", "1"});  // the transfer timeout stays 60 s
+  RouterThread router({decode.url()}, {prefill.url()}, 0.5);
+  const std::string d = decode.url();
+  const std::vector<int> warm = prompt_tokens(21, 60);
+  EXPECT_EQ(complete(router.url(), request(warm, false)), complete(colo.url(), request(warm, false)));
+  EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), 5);
+  prefill.stop();  // accepts connections (the kernel does), answers nothing
+  // A pull from it gives up after the connect timeout and computes the prompt here.
+  Timer t;
+  const std::vector<int> a = prompt_tokens(26, 61);
+  EXPECT_EQ(complete(d, request(a, false), {{"X-KV-Prefill-From", prefill.url()}}), complete(colo.url(), request(a, false)));
+  EXPECT_LT(t.seconds(), 4.0) << "a pull from a hung prefill replica waited for the transfer timeout";
+  EXPECT_EQ(metric(d, "distllm:kv_transfer_fallbacks_total"), 1);
+  // The router's health checks drop it within seconds; meanwhile and after, every
+  // request through the router is answered, correctly and fast.
+  const std::string ready = "distllm_router_replica_ready{replica=\"" + prefill.url() + " (prefill)\"}";
+  t.reset();
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<int> q = prompt_tokens(18 + i, 62 + i);
+    EXPECT_EQ(complete(router.url(), request(q, i % 2 == 1)), complete(colo.url(), request(q, i % 2 == 1))) << i;
+  }
+  EXPECT_LT(t.seconds(), 10.0) << "requests through the router stalled on the hung prefill replica";
+  EXPECT_EQ(labeled_metric(router.url(), ready), 0) << "the router still takes the hung prefill replica as ready";
+  // Thawed, it is named again and its blocks arrive.
+  prefill.resume();
+  for (t.reset(); labeled_metric(router.url(), ready) != 1 && t.seconds() < 10;) usleep(50000);
+  ASSERT_EQ(labeled_metric(router.url(), ready), 1);
+  const double received = metric(d, "distllm:kv_transfer_blocks_received_total");
+  const std::vector<int> b = prompt_tokens(25, 70);
+  EXPECT_EQ(complete(router.url(), request(b, false)), complete(colo.url(), request(b, false)));
+  EXPECT_EQ(metric(d, "distllm:kv_transfer_blocks_received_total"), received + 6);
+}
+
+TEST(ServeDisaggE2E, DecodeReplicaKilledMidStreamEndsTheStreamWithAnErrorEvent) {
+  Proc prefill, decode;
+  prefill.start({"--role", "prefill"});
+  decode.start({"--role", "decode", "--step-delay-ms", "20"});  // 200 tokens: ~4 s of stream
+  RouterThread router({decode.url()}, {prefill.url()});
+  OpenAIClient client(router.url(), "", 30);
+  std::vector<Json> events;
+  HttpResult r = client.post_stream("/v1/completions", request(prompt_tokens(21, 80), true, 200).dump(),
+                                    [&](const std::string& data) {
+                                      events.push_back(Json::parse(data, nullptr, false));
+                                      if (events.size() == 3) decode.kill9();
+                                      return true;
+                                    });
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.done) << "no [DONE] after the decode replica died";
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_FALSE(events.back().is_discarded());
+  ASSERT_TRUE(events.back().contains("error")) << events.back().dump();
+  EXPECT_EQ(events.back()["error"]["code"], "replica_stream_broken");
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_FALSE(events[i].contains("error")) << i;
+    EXPECT_TRUE(events[i]["choices"][0]["finish_reason"].is_null()) << i;
+  }
+  EXPECT_EQ(labeled_metric(router.url(), "distllm_router_streams_broken_total"), 1);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // A serve_test_server child process for the router tests. It prints "listening on
 // PORT" once it serves; it exits when its stdin closes (the destructor does that, so
-// a test killed mid-way takes its servers along), or at once with kill9().
+// a test killed mid-way takes its servers along), or at once with kill9(). stop()
+// and resume() freeze and thaw it (SIGSTOP/SIGCONT: a hung process whose sockets
+// still accept connections).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -56,8 +58,15 @@ struct TestServerProcess {
       pid = -1;
     }
   }
+  void stop() {
+    if (pid > 0) kill(pid, SIGSTOP);
+  }
+  void resume() {
+    if (pid > 0) kill(pid, SIGCONT);
+  }
   ~TestServerProcess() {
     if (pid > 0) {
+      kill(pid, SIGCONT);  // a stopped process would never see its stdin close
       close(stdin_fd);
       waitpid(pid, nullptr, 0);
     }

@@ -11,13 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "distllm/serve/api/http_server.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
 
 namespace distllm::serve::api::test_support {
 
 using Json = nlohmann::ordered_json;
+using client::HttpResult;
+using client::OpenAIClient;
+using client::SseParser;
 using serve::testing::ByteCodec;
 using serve::testing::TestRunner;
 using serve::testing::TestRunnerOptions;

@@ -1,17 +1,22 @@
 // HTTP framing as a hostile or careless client sends it, over real sockets: bodies
 // that never end, refused requests whose bodies must not be read, ambiguous
-// lengths, pipelining, curl's default content type.
+// lengths, pipelining, curl's default content type. Each test runs against the
+// server and against the router in front of it (edge_target.h).
 #include <gtest/gtest.h>
 
 #include <httplib.h>
 
 #include "serve_api/api_fixture.h"
+#include "serve_api/edge_target.h"
 #include "serve_api/raw_client.h"
 
 namespace distllm::serve::api {
 namespace {
 
 using namespace test_support;
+
+class Framing : public ::testing::TestWithParam<EdgeKind> {};
+INSTANTIATE_TEST_SUITE_P(Edge, Framing, ::testing::Values(EdgeKind::kServer, EdgeKind::kRouter));
 
 ApiServerConfig small_body_limit() {
   ApiServerConfig sc = Server::config();
@@ -42,8 +47,8 @@ size_t send_endless_chunked_body(RawConnection& c) {
   return sent;
 }
 
-TEST(Framing, ChunkedBodyIsHeldToTheLimitWhileBeingRead) {
-  Server s(default_engine(), small_body_limit());
+TEST_P(Framing, ChunkedBodyIsHeldToTheLimitWhileBeingRead) {
+  EdgeTarget s(GetParam(), small_body_limit());
   RawConnection c(s.port);
   ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                      "Transfer-Encoding: chunked\r\n\r\n"));
@@ -64,10 +69,10 @@ TEST(Framing, ChunkedBodyIsHeldToTheLimitWhileBeingRead) {
   EXPECT_EQ(count_status(ok.read_until_close(5), 200), 1);
 }
 
-TEST(Framing, WithAnApiKeyUnauthenticatedBodiesAreNeverRead) {
+TEST_P(Framing, WithAnApiKeyUnauthenticatedBodiesAreNeverRead) {
   ApiServerConfig sc = small_body_limit();
   sc.api_key = "sekret";
-  Server s(default_engine(), sc);
+  EdgeTarget s(GetParam(), sc);
   // The head alone gets the 401 (no body was sent), and the connection closes.
   RawConnection c(s.port);
   ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
@@ -86,8 +91,8 @@ TEST(Framing, WithAnApiKeyUnauthenticatedBodiesAreNeverRead) {
   EXPECT_LT(send_endless_chunked_body(endless), 32u << 20);
 }
 
-TEST(Framing, CurlsDefaultFormContentTypeIsReadAsJson) {
-  Server s;
+TEST_P(Framing, CurlsDefaultFormContentTypeIsReadAsJson) {
+  EdgeTarget s(GetParam());
   Json body = completion("form", 3);
   body["padding"] = std::string(20000, 'x');  // unknown fields are ignored; > 8 KB
   httplib::Client cli("127.0.0.1", s.port);
@@ -96,8 +101,8 @@ TEST(Framing, CurlsDefaultFormContentTypeIsReadAsJson) {
   EXPECT_EQ(res->status, 200) << res->body;
 }
 
-TEST(Framing, AmbiguousLengthsAre400AndClose) {
-  Server s;
+TEST_P(Framing, AmbiguousLengthsAre400AndClose) {
+  EdgeTarget s(GetParam());
   for (const char* head : {"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
                            "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n",
                            "Content-Length: 2\r\nContent-Length: 3\r\n", "Content-Length: 2, 3\r\n",
@@ -117,8 +122,28 @@ TEST(Framing, AmbiguousLengthsAre400AndClose) {
   EXPECT_EQ(count_status(same.read_until_close(5), 200), 1);
 }
 
-TEST(Framing, PipelinedRequestsAreAllAnswered) {
-  Server s;
+// Heads a lenient parser would accept and a proxy behind it might read otherwise.
+TEST_P(Framing, BadHeadsAre400AndClose) {
+  EdgeTarget s(GetParam());
+  const std::string body = completion("bad head", 2).dump();
+  const std::string len = std::to_string(body.size());
+  for (const std::string& head : {"Content-Length: +" + len + "\r\n",                     // a sign
+                                  "Content-Length: " + len + "\r\nX-Folded: a\r\n b\r\n",  // obs-fold
+                                  "Content-Length: " + len + "\r\nX-Cr: a\rb\r\n",         // bare CR
+                                  "Content-Length: " + len + "\r\nX-Nul: a" + std::string(1, '\0') + "b\r\n",
+                                  "Content-Length : " + len + "\r\n"}) {  // space before the colon
+    RawConnection c(s.port);
+    ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\n" + head + "\r\n" + body));
+    bool eof = false;
+    std::string answer = c.read_until_close(5, &eof);
+    EXPECT_EQ(count_status(answer, 400), 1) << head << answer;
+    EXPECT_EQ(count_status(answer, 200), 0) << head << ": forwarded";
+    EXPECT_TRUE(eof) << head << ": the connection stayed open";
+  }
+}
+
+TEST_P(Framing, PipelinedRequestsAreAllAnswered) {
+  EdgeTarget s(GetParam());
   std::string body = completion("pipe", 2).dump();
   std::string post = "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
                      std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -133,11 +158,11 @@ TEST(Framing, PipelinedRequestsAreAllAnswered) {
   EXPECT_GT(answers.find("\"object\":\"list\""), answers.rfind("text_completion"));
 }
 
-TEST(Framing, HeadAndBodyDeadlines) {
+TEST_P(Framing, HeadAndBodyDeadlines) {
   ApiServerConfig sc = Server::config();
   sc.header_timeout_s = 0.3;
   sc.body_timeout_s = 0.3;
-  Server s(default_engine(), sc);
+  EdgeTarget s(GetParam(), sc);
   RawConnection head(s.port), body(s.port), silent(s.port);
   ASSERT_TRUE(head.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Le"));
   ASSERT_TRUE(body.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"mo"));

@@ -26,7 +26,7 @@
 #include "distllm/base/timer.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/serve/api/http_server.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 #include "distllm/serve/inference_runner.h"
 #include "distllm/serve/model_bundle.h"
 #include "distllm/serve/model_reloader.h"
@@ -40,6 +40,8 @@ namespace distllm::serve::api {
 namespace {
 
 namespace fs = std::filesystem;
+using client::HttpResult;
+using client::OpenAIClient;
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kKey = "reload-key";

@@ -32,12 +32,12 @@
 
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 
 using distllm::CounterRng;
 using distllm::Timer;
-using distllm::serve::api::HttpResult;
-using distllm::serve::api::OpenAIClient;
+using distllm::client::HttpResult;
+using distllm::client::OpenAIClient;
 using Json = nlohmann::ordered_json;
 
 namespace {

@@ -10,16 +10,18 @@
 //                     [--drain-timeout 30] [--header-timeout 10] [--body-timeout 30]
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
 //                     [--tiny-model] [--tiny-layers 2] [--kv-cache-dtype f32|bf16|int8] [--role both|prefill|decode]
-//                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0]
+//                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0] [--kv-transfer-connect-timeout 2]
 //
 // --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,
 // fixed seed: every server process gets the same weights) instead of the test
 // runner, for prefill/decode disaggregation tests (--role, kv_transfer_http.h);
-// --tiny-layers changes its depth (a "different model" for mismatch tests).
+// --tiny-layers changes its depth (a "different model" for mismatch tests);
+// --step-delay-ms slows its steps too (so a test can act in the middle of a stream).
 //
 // Prints "listening on <port>" once ready; shuts down gracefully on SIGTERM/SIGINT
 // (as `distllm serve`) and at once when stdin closes (so a test harness that dies
 // takes the server with it).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +41,31 @@
 #include "serve/test_runner.h"
 
 using namespace distllm::serve;
+
+namespace {
+
+// A runner whose every step takes at least `delay_ms` longer (for --tiny-model).
+class DelayedRunner : public ModelRunner {
+ public:
+  DelayedRunner(ModelRunner& inner, int delay_ms) : inner_(inner), delay_ms_(delay_ms) {}
+  KvGeometry kv_geometry() const override { return inner_.kv_geometry(); }
+  size_t kv_bytes_per_block(int block_size) const override { return inner_.kv_bytes_per_block(block_size); }
+  void allocate_kv(int num_blocks, int block_size) override { inner_.allocate_kv(num_blocks, block_size); }
+  int vocab_size() const override { return inner_.vocab_size(); }
+  int max_context() const override { return inner_.max_context(); }
+  void execute(const std::vector<SequenceChunk>& batch, std::vector<float>& logits) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    inner_.execute(batch, logits);
+  }
+  void read_kv_block(int32_t block, void* out) const override { inner_.read_kv_block(block, out); }
+  void write_kv_block(int32_t block, const void* in) override { inner_.write_kv_block(block, in); }
+
+ private:
+  ModelRunner& inner_;
+  int delay_ms_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   EngineConfig cfg;
@@ -93,6 +120,7 @@ int main(int argc, char** argv) {
     else if (a == "--role") kvcfg.role = api::serve_role_from_name(next());
     else if (a == "--kv-transfer-timeout") kvcfg.timeout_s = std::atof(next().c_str());
     else if (a == "--kv-transfer-min-tokens") kvcfg.min_prompt_tokens = std::atoi(next().c_str());
+    else if (a == "--kv-transfer-connect-timeout") kvcfg.connect_timeout_s = std::atof(next().c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -118,7 +146,11 @@ int main(int argc, char** argv) {
       m->init_weights(11);
       inference = std::make_unique<InferenceRunner>(m, distllm::DType::kF32, kv_dtype);
     }
-    ModelRunner& runner = inference ? static_cast<ModelRunner&>(*inference) : test_runner;
+    std::unique_ptr<DelayedRunner> delayed;
+    if (inference && ropt.step_delay_ms > 0) delayed = std::make_unique<DelayedRunner>(*inference, ropt.step_delay_ms);
+    ModelRunner& runner = delayed ? static_cast<ModelRunner&>(*delayed)
+                          : inference ? static_cast<ModelRunner&>(*inference)
+                                      : test_runner;
     ServeMetrics metrics(scfg.model_name);
     Engine engine(runner, codec, cfg, metrics);
     std::unique_ptr<api::KvTransfer> kv_transfer;

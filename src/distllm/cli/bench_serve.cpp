@@ -12,16 +12,16 @@
 
 #include "distllm/base/error.h"
 #include "distllm/cli/command.h"
-#include "distllm/serve/api/bench_stats.h"
-#include "distllm/serve/api/load_generator.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/bench_stats.h"
+#include "distllm/client/load_generator.h"
+#include "distllm/client/openai_client.h"
 
 namespace distllm {
 namespace {
 
-using serve::api::BenchSummary;
-using serve::api::Distribution;
-using serve::api::LoadConfig;
+using client::BenchSummary;
+using client::Distribution;
+using client::LoadConfig;
 
 nlohmann::ordered_json dist_json(const char* name, const Distribution& d) {
   nlohmann::ordered_json j;
@@ -40,7 +40,7 @@ struct SpecCounters {
 
 SpecCounters scrape_spec_counters(const std::string& base_url, const std::string& api_key) {
   SpecCounters c;
-  serve::api::HttpResult r = serve::api::OpenAIClient(base_url, api_key, 10.0).get("/metrics");
+  client::HttpResult r = client::OpenAIClient(base_url, api_key, 10.0).get("/metrics");
   if (r.status != 200) return c;
   size_t pos = 0;
   while (pos < r.body.size()) {
@@ -101,16 +101,16 @@ int run_bench_serve(Args& args) {
     DL_CHECK(end && *end == '\0' && c.request_rate > 0 && std::isfinite(c.request_rate),
              "--request-rate must be a positive number or inf, got '%s'", rate.c_str());
   }
-  serve::api::Slo slo = serve::api::parse_slo(goodput);
+  client::Slo slo = client::parse_slo(goodput);
 
   std::printf("bench serve: %s /v1/%s, %d requests, input %d, output %d, shared prefix %.0f%%, rate %s, max concurrency %s\n",
               c.base_url.c_str(), c.chat ? "chat/completions" : "completions", c.num_prompts, c.input_len, c.output_len,
               100 * c.shared_prefix_fraction, rate.c_str(), c.max_concurrency ? std::to_string(c.max_concurrency).c_str() : "unlimited");
   std::fflush(stdout);
   const SpecCounters spec_before = scrape_spec_counters(c.base_url, c.api_key);
-  serve::api::LoadResult result = serve::api::run_load(c);
-  BenchSummary s = serve::api::summarize(result.records, result.duration, slo);
-  std::fputs(serve::api::format_report(s).c_str(), stdout);
+  client::LoadResult result = client::run_load(c);
+  BenchSummary s = client::summarize(result.records, result.duration, slo);
+  std::fputs(client::format_report(s).c_str(), stdout);
   const SpecCounters spec_after = scrape_spec_counters(c.base_url, c.api_key);
   SpecCounters spec{spec_after.drafts - spec_before.drafts, spec_after.draft_tokens - spec_before.draft_tokens,
                     spec_after.accepted - spec_before.accepted};

@@ -18,6 +18,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/http_edge_flags.h"
 #include "distllm/router/config_file.h"
 #include "distllm/router/proxy.h"
 #include "distllm/router/replica_launcher.h"
@@ -52,10 +53,12 @@ int run_route(Args& args) {
   c.host = args.get_string("host", "127.0.0.1", "address to bind");
   c.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
   c.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* (independent of the replicas')");
-  c.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes"));
+  c.http = read_http_edge_flags(args, c.http);
   c.max_attempts = static_cast<int>(args.get_int("max-attempts", 3, "replicas tried per request"));
-  c.threads = static_cast<int>(args.get_int("threads", 64, "concurrent client connections"));
+  c.http.workers = static_cast<int>(args.get_int("threads", 64, "requests answered at once (a stream holds one while it lasts)"));
   c.replica.health_interval_s = args.get_double("health-interval", 1.0, "seconds between active /health checks");
+  c.replica.health_timeout_s = args.get_double(
+      "health-timeout", 2.0, "seconds a replica gets to answer a health check; past them it takes no requests");
   c.replica.failure_threshold = static_cast<int>(args.get_int("failure-threshold", 3, "consecutive failures that open a replica's breaker"));
   c.replica.open_seconds = args.get_double("breaker-open", 5.0, "seconds an open breaker waits before a half-open probe");
   if (args.help_or_finish()) return 0;
@@ -81,6 +84,8 @@ int run_route(Args& args) {
   }
   DL_CHECK(!c.replicas.empty(), "give at least one --replica URL (or --launch N --model DIR)");
   DL_CHECK(c.port >= 0 && c.port <= 65535, "--port must be in [0, 65535], got %d", c.port);
+  DL_CHECK(c.http.workers >= 1, "--threads must be at least 1");
+  check_http_edge_flags(c.http, "route");
   router::Router r(c);
   const int port = r.bind();
   std::signal(SIGTERM, on_signal);

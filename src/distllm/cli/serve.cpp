@@ -1,5 +1,4 @@
 // `distllm serve`: the OpenAI-compatible server (docs/serving.md).
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/parallel.h"
 #include "distllm/cli/command.h"
+#include "distllm/cli/http_edge_flags.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/cli/world_command.h"
 #include "distllm/io/file_util.h"
@@ -37,24 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every connection holds a descriptor: raise the soft limit as far as the hard one
-// allows, and keep the connection cap below it (with room for model files, logs and
-// the process's own descriptors), so accept never runs out.
-int fit_connections_to_fd_limit(int wanted) {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return wanted;
-  rlim_t need = static_cast<rlim_t>(wanted) + 256;
-  if (rl.rlim_cur < need) {
-    rl.rlim_cur = std::min(need, rl.rlim_max);
-    setrlimit(RLIMIT_NOFILE, &rl);
-    getrlimit(RLIMIT_NOFILE, &rl);
-  }
-  int fit = static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(wanted), rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 1));
-  if (fit < wanted) LOG_WARN("serve: --max-connections lowered to %d to fit the open-file limit (%llu)", fit,
-                             static_cast<unsigned long long>(rl.rlim_cur));
-  return fit;
-}
-
 double unix_time_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -68,14 +50,8 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
   std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
   scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* and /admin/* (without it, both are open)");
-  scfg.max_body_bytes = static_cast<size_t>(args.get_int("max-body-size", 2 << 20, "request body limit in bytes (2M)"));
+  http::FrontLimits edge = read_http_edge_flags(args);
   scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
-  scfg.header_timeout_s = args.get_double("header-timeout", 10, "seconds for a request's head to arrive");
-  scfg.body_timeout_s = args.get_double("body-timeout", 30, "seconds for a request's body to arrive after its head");
-  scfg.keep_alive_timeout_s = args.get_double("keep-alive-timeout", 5, "seconds an idle connection is kept");
-  scfg.max_connections = static_cast<int>(args.get_int("max-connections", 4096, "open connections at most (more get 503)"));
-  scfg.max_connections_per_ip =
-      static_cast<int>(args.get_int("max-connections-per-ip", 512, "open connections from one client address"));
   double drain_timeout = args.get_double("drain-timeout", 30, "on SIGTERM/SIGINT, seconds running requests may finish");
   serve::EngineConfig ecfg;
   ecfg.kv_cache_memory_gib = args.get_double("kv-cache-memory", 1.0, "GiB of K/V cache");
@@ -116,6 +92,9 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const double kv_transfer_timeout = args.get_double(
       "kv-transfer-timeout", 60, "decode role: seconds a KV pull (remote prefill + transfer) may take before the "
                                  "prompt is computed here instead; prefill role: seconds a prefill may take");
+  const double kv_transfer_connect_timeout = args.get_double(
+      "kv-transfer-connect-timeout", 2, "decode role: seconds the prefill replica gets to accept a KV pull and answer "
+      "its head (it does before prefilling); past them the prompt is computed here");
   const int kv_transfer_min_tokens = static_cast<int>(args.get_int(
       "kv-transfer-min-tokens", 0, "decode role: prompts shorter than this are computed here, without a KV pull"));
   const int tp = static_cast<int>(args.get_int(
@@ -133,18 +112,19 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
   DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);
-  DL_CHECK(scfg.max_body_bytes >= 1024, "--max-body-size must be at least 1k");
-  DL_CHECK(scfg.header_timeout_s > 0 && scfg.body_timeout_s > 0 && scfg.keep_alive_timeout_s > 0,
-           "--header-timeout, --body-timeout and --keep-alive-timeout must be positive");
-  DL_CHECK(scfg.max_connections >= 1 && scfg.max_connections_per_ip >= 1,
-           "--max-connections and --max-connections-per-ip must be at least 1");
+  check_http_edge_flags(edge, "serve");
+  scfg.max_body_bytes = edge.max_body_bytes;
+  scfg.header_timeout_s = edge.header_timeout_s;
+  scfg.body_timeout_s = edge.body_timeout_s;
+  scfg.keep_alive_timeout_s = edge.keep_alive_timeout_s;
+  scfg.max_connections = edge.max_connections;
+  scfg.max_connections_per_ip = edge.max_connections_per_ip;
   DL_CHECK(drain_timeout >= 0, "--drain-timeout must not be negative");
   DL_CHECK(watch_interval > 0, "--watch-interval must be positive, got %g", watch_interval);
   if (!watch_checkpoints.empty()) {
     DL_CHECK(fs::is_directory(watch_checkpoints), "--watch-checkpoints %s is not a directory", watch_checkpoints.c_str());
     watch = true;
   }
-  scfg.max_connections = fit_connections_to_fd_limit(scfg.max_connections);
   if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
     DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
     DL_CHECK(fs::is_directory(draft_dir), "--draft-model %s is not a directory", draft_dir.c_str());
@@ -255,7 +235,8 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
     // Exports and imports go to the engine serving now (a reload swaps it).
     kv_transfer = std::make_unique<serve::api::KvTransfer>(
         engine, [&engine] { return engine.current(); },
-        serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens});
+        serve::api::KvTransferConfig{role, kv_transfer_timeout, scfg.api_key, kv_transfer_min_tokens,
+                                     kv_transfer_connect_timeout});
     scfg.kv_transfer = kv_transfer.get();
     LOG_INFO("serve: role %s (KV blocks: %s)", serve::api::serve_role_name(role),
              kv_transfer->fingerprint().describe().c_str());

@@ -2,9 +2,7 @@
 
 #include <httplib.h>
 
-#include <atomic>
-#include <chrono>
-#include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -14,23 +12,21 @@
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/http/edge.h"
+#include "distllm/http/peer_socket.h"
+#include "distllm/router/metrics.h"
 #include "distllm/router/prefill_pool.h"
 #include "distllm/router/stream_pipe.h"
+#include "distllm/router/upstream.h"
 
 namespace distllm::router {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json error_json(const std::string& message, const char* type, const char* code) {
-  return Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
-}
+using http::send_openai_error;
 
-void send_error(httplib::Response& res, int status, const std::string& message, const char* code) {
-  const char* type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
-  res.status = status;
-  res.set_content(error_json(message, type, code).dump(), "application/json");
-}
+constexpr double kClientPollSeconds = 0.05;  // how often a waiting stream looks at its client
 
 // The text a prompt-prefix policy hashes: the prompt, or the messages' contents.
 std::string prompt_text(const Json& body) {
@@ -55,10 +51,6 @@ std::string new_request_id() {
   return strprintf("route-%016llx", static_cast<unsigned long long>(rng()));
 }
 
-// Latency histogram buckets (seconds), Prometheus style.
-constexpr double kBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-constexpr size_t kNumBuckets = sizeof kBuckets / sizeof kBuckets[0];
-
 }  // namespace
 
 struct Router::Impl {
@@ -67,24 +59,22 @@ struct Router::Impl {
   std::unique_ptr<RoutingPolicy> policy;
   ModelRoutes routes;
   std::unique_ptr<PrefillPool> prefill;  // set with --prefill
-  httplib::Server server;
-  std::mutex model_mu;
-  std::map<std::string, int64_t> model_requests;  // by the model forwarded to
-  std::atomic<int64_t> requests{0}, retries{0}, failed{0}, rejected{0};
-  std::atomic<int64_t> latency_count{0};
-  std::atomic<int64_t> latency_buckets[kNumBuckets + 1] = {};
-  std::atomic<double> latency_sum{0.0};
+  RouterMetrics metrics;
+  Upstream upstream;
+  http::HttpEdge edge;
+  httplib::Server& server;  // the edge's routes
 
   explicit Impl(RouterConfig c)
       : config(std::move(c)),
         replicas(config.replicas, config.replica),
         policy(make_policy(config.policy, static_cast<int>(config.replicas.size()))),
-        routes(config.splits) {
+        routes(config.splits),
+        upstream(replicas, *policy, metrics, UpstreamOptions{config.max_attempts, config.upstream_timeout_s}),
+        edge(config.http, config.api_key),
+        server(edge.routes()) {
     DL_CHECK(config.max_attempts >= 1, "--max-attempts must be at least 1");
     if (!config.prefill_replicas.empty()) prefill = std::make_unique<PrefillPool>(config.prefill_replicas, config.replica);
-    server.new_task_queue = [n = config.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-    server.set_payload_max_length(config.max_body_bytes);
-    server.set_tcp_nodelay(true);  // no Nagle wait between a response's head and body
+    // The API key is checked by the edge on every head, before its body is read.
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const size_t n = replicas.available().size();
       res.status = n > 0 ? 200 : 503;
@@ -92,16 +82,14 @@ struct Router::Impl {
                       "application/json");
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+      res.set_content(metrics.render(all_replica_status()), "text/plain; version=0.0.4; charset=utf-8");
     });
-    server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
+    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       Json data = replicas.models();
       for (auto& alias : routes.alias_entries()) data.push_back(std::move(alias));
       res.set_content(Json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     });
-    server.Get("/admin/replicas", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
+    server.Get("/admin/replicas", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(Json{{"replicas", replicas_json()}}.dump(), "application/json");
     });
     for (const bool drain : {true, false}) {
@@ -111,35 +99,14 @@ struct Router::Impl {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       server.Post(path, [this, path](const httplib::Request& req, httplib::Response& res) { proxy(path, req, res); });
     }
-    server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-      if (res.status == 413) send_error(res, 413, "the request body is larger than the router's limit", "body_too_large");
-      else if (res.status == 404 && res.body.empty()) send_error(res, 404, "no such route", "not_found");
-    });
-  }
-
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (config.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + config.api_key) return true;
-    send_error(res, 401, "missing or wrong API key for the router", "invalid_api_key");
-    return false;
-  }
-
-  void observe(double seconds) {
-    size_t b = 0;
-    while (b < kNumBuckets && seconds > kBuckets[b]) ++b;
-    latency_buckets[b].fetch_add(1);
-    latency_count.fetch_add(1);
-    double cur = latency_sum.load();
-    while (!latency_sum.compare_exchange_weak(cur, cur + seconds)) {
-    }
   }
 
   void proxy(const char* path, const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    requests.fetch_add(1);
+    metrics.requests.fetch_add(1);
     Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
-      rejected.fetch_add(1);
-      send_error(res, 400, "the request body must be a JSON object", "invalid_json");
+      metrics.rejected.fetch_add(1);
+      send_openai_error(res, 400, "the request body must be a JSON object", "", "invalid_json");
       return;
     }
     RouteKey key;
@@ -152,8 +119,8 @@ struct Router::Impl {
     bool rewritten = false;
     if (auto m = body.find("model"); m != body.end()) {
       if (!m->is_string()) {
-        rejected.fetch_add(1);
-        send_error(res, 400, "'model' must be a string", "invalid_model");
+        metrics.rejected.fetch_add(1);
+        send_openai_error(res, 400, "'model' must be a string", "model", "invalid_model");
         return;
       }
       model = routes.resolve(m->get<std::string>(), key.session);
@@ -162,31 +129,46 @@ struct Router::Impl {
         rewritten = true;
       }
     }
-    if (!model.empty() && !replicas.serves(model)) {
-      rejected.fetch_add(1);
-      send_error(res, 404, "the model '" + model + "' does not exist on any ready replica", "model_not_found");
-      return;
-    }
-    count_model(model);
-    const std::string payload = rewritten ? body.dump() : req.body;
-    const bool stream = body.value("stream", false);
+    if (!model.empty() && !model_available(model, res)) return;
+    metrics.count_model(model);
     std::string request_id = req.get_header_value("X-Request-Id");
     if (request_id.empty()) request_id = new_request_id();
-    httplib::Headers headers = {{"X-Request-Id", request_id}};
+    UpstreamRequest up{path, rewritten ? body.dump() : req.body, {{"X-Request-Id", request_id}}, key, model};
     res.set_header("X-Request-Id", request_id);
     // Held until the request ends (the pump thread holds it for a stream).
-    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(headers);
-    Target target{path, payload, headers, key, model};
-    if (!stream) {
-      forward(target, res);
-      return;
+    std::shared_ptr<PrefillPool::Lease> prefill_lease = name_prefill_replica(up.headers);
+    // A "stream" that is not a boolean goes as a plain request: the replica refuses it by name.
+    const auto want_stream = body.find("stream");
+    if (want_stream != body.end() && want_stream->is_boolean() && want_stream->get<bool>())
+      stream(std::move(up), std::move(prefill_lease), res);
+    else upstream.forward(up, res);
+  }
+
+  // A model no replica ever served is a 404; one whose replicas are all down (or
+  // draining) is a 503 the client may retry.
+  bool model_available(const std::string& model, httplib::Response& res) {
+    switch (replicas.model_state(model)) {
+      case ModelState::kServed: return true;
+      case ModelState::kDown:
+        metrics.unavailable.fetch_add(1);
+        send_openai_error(res, 503, "no replica that serves the model '" + model + "' is up; retry later", "model",
+                          "no_replica_available");
+        res.set_header("Retry-After", "1");
+        return false;
+      case ModelState::kUnknown: break;
     }
-    // The pump reads upstream on its own thread; this one waits for the status, so
-    // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
+    metrics.rejected.fetch_add(1);
+    send_openai_error(res, 404, "the model '" + model + "' does not exist on any replica", "model", "model_not_found");
+    return false;
+  }
+
+  // The pump reads upstream on its own thread; this one waits for the status, so
+  // that a replica's 4xx reaches the client as a 4xx, not inside a 200 stream.
+  void stream(UpstreamRequest up, std::shared_ptr<PrefillPool::Lease> prefill_lease, httplib::Response& res) {
     auto started = std::make_shared<Timer>();
     auto pipe = std::make_shared<StreamPipe>();
-    auto pump = std::make_shared<std::thread>([this, pipe, target, prefill_lease] {
-      forward_stream(target, *pipe);
+    auto pump = std::make_shared<std::thread>([this, pipe, up = std::move(up), prefill_lease] {
+      upstream.forward_stream(up, *pipe);
       pipe->finish();
     });
     const int status = pipe->wait_status();
@@ -196,42 +178,37 @@ struct Router::Impl {
       pump->join();
       res.status = status;
       res.set_content(body_text, pipe->content_type().empty() ? "application/json" : pipe->content_type());
-      observe(started->seconds());
+      if (status == 503) res.set_header("Retry-After", "1");
+      metrics.observe_latency(started->seconds());
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
         [pipe](size_t, httplib::DataSink& sink) {
+          const int client = http::HttpFront::current_socket();
           std::string chunk;
-          while (pipe->pop(chunk)) {
-            if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) {
-              pipe->cancel();  // the client left: the pump closes the upstream connection
-              return false;
+          while (true) {
+            switch (pipe->pop_for(chunk, kClientPollSeconds)) {
+              case StreamPipe::Pop::kChunk:
+                if (sink.write(chunk.data(), chunk.size())) continue;
+                break;  // the client left
+              case StreamPipe::Pop::kEnd:
+                sink.done();
+                return true;
+              case StreamPipe::Pop::kTimeout:
+                if (!http::peer_closed(client)) continue;  // a long prefill writes nothing for a while
+                break;
             }
+            pipe->cancel();  // the pump closes the upstream connection: the replica cancels the request
+            return false;
           }
-          sink.done();
-          return true;
         },
         [this, pipe, pump, started](bool) {
           pipe->cancel();  // no-op after a complete stream; stops the pump otherwise
           pump->join();
-          observe(started->seconds());
+          metrics.observe_latency(started->seconds());
         });
-  }
-
-  // One request as the replicas see it.
-  struct Target {
-    const char* path;
-    std::string payload;
-    httplib::Headers headers;
-    RouteKey key;
-    std::string model;  // after the split; empty: any replica
-  };
-
-  void count_model(const std::string& model) {
-    std::lock_guard<std::mutex> lock(model_mu);
-    ++model_requests[model];
   }
 
   Json replicas_json() {
@@ -249,16 +226,15 @@ struct Router::Impl {
   }
 
   void set_draining(const httplib::Request& req, httplib::Response& res, bool drain) {
-    if (!authorized(req, res)) return;
     Json body = Json::parse(req.body, nullptr, false);
     if (!body.is_object() || !body.contains("replica") || !body["replica"].is_string()) {
-      send_error(res, 400, "the body must be {\"replica\": \"http://host:port\"}", "invalid_request");
+      send_openai_error(res, 400, "the body must be {\"replica\": \"http://host:port\"}", "replica", "invalid_request");
       return;
     }
     const std::string url = body["replica"].get<std::string>();
     const int i = replicas.find(url);
     if (i < 0) {
-      send_error(res, 404, "no replica '" + url + "' behind this router", "replica_not_found");
+      send_openai_error(res, 404, "no replica '" + url + "' behind this router", "replica", "replica_not_found");
       return;
     }
     replicas.set_draining(i, drain);
@@ -275,155 +251,8 @@ struct Router::Impl {
     return lease;
   }
 
-  // Picks a replica no earlier attempt used; -1 when none is left.
-  int choose(const Target& t, const std::vector<int>& tried) {
-    std::vector<ReplicaLoad> a = replicas.available(tried, t.model);
-    if (a.empty()) return -1;
-    return policy->pick(t.key, a);
-  }
-
-  httplib::Client client(int replica) {
-    httplib::Client cli(replicas.url(replica));
-    cli.set_tcp_nodelay(true);
-    cli.set_connection_timeout(std::chrono::seconds(5));
-    const auto t = std::chrono::duration<double>(config.upstream_timeout_s);
-    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    cli.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    return cli;
-  }
-
-  void forward(const Target& t, httplib::Response& res) {
-    Timer timer;
-    std::vector<int> tried;
-    for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
-      const int r = choose(t, tried);
-      if (r < 0) break;
-      tried.push_back(r);
-      if (attempt > 0) retries.fetch_add(1);
-      replicas.on_start(r);
-      httplib::Client cli = client(r);
-      httplib::Result up = cli.Post(t.path, t.headers, t.payload, "application/json");
-      const bool ok = up && up->status < 500;
-      replicas.on_finish(r, ok);
-      if (!ok && attempt + 1 < config.max_attempts) {
-        LOG_WARN("route: %s failed (%s); retrying elsewhere", replicas.url(r).c_str(),
-                 up ? strprintf("HTTP %d", up->status).c_str() : httplib::to_string(up.error()).c_str());
-        continue;
-      }
-      if (!up) break;
-      res.status = up->status;
-      res.set_content(up->body, up->get_header_value("Content-Type").empty() ? "application/json"
-                                                                             : up->get_header_value("Content-Type"));
-      if (up->has_header("Retry-After")) res.set_header("Retry-After", up->get_header_value("Retry-After"));
-      observe(timer.seconds());
-      if (up->status >= 500) failed.fetch_add(1);
-      return;
-    }
-    failed.fetch_add(1);
-    send_error(res, 503, "no replica could take the request", "no_replica_available");
-  }
-
-  // Streams one request into `pipe`; retries elsewhere while nothing was committed:
-  // a connect failure or a 5xx head. A 2xx or 4xx head is committed at once.
-  void forward_stream(const Target& t, StreamPipe& pipe) {
-    std::vector<int> tried;
-    for (int attempt = 0; attempt < config.max_attempts; ++attempt) {
-      const int r = choose(t, tried);
-      if (r < 0) break;
-      tried.push_back(r);
-      if (attempt > 0) retries.fetch_add(1);
-      replicas.on_start(r);
-      httplib::Client cli = client(r);
-      httplib::Request up;
-      up.method = "POST";
-      up.path = t.path;
-      up.headers = t.headers;
-      up.headers.emplace("Content-Type", "application/json");
-      up.body = t.payload;
-      int status = 0;
-      size_t pushed = 0;
-      bool committed = false, cancelled = false;
-      std::string error_body, error_type;
-      up.response_handler = [&](const httplib::Response& resp) {
-        status = resp.status;
-        if (status < 500) {
-          pipe.set_status(status, resp.get_header_value("Content-Type"));
-          committed = true;
-        } else {
-          error_type = resp.get_header_value("Content-Type");
-        }
-        return true;
-      };
-      up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-        if (!committed) {  // a 5xx: kept, then retried or relayed
-          error_body.append(data, n);
-          return true;
-        }
-        if (!pipe.push(data, n)) {
-          cancelled = true;  // closing the upstream connection cancels the request there
-          return false;
-        }
-        pushed += n;
-        return true;
-      };
-      httplib::Result result = cli.send(up);
-      const bool ok = committed && (result || cancelled);
-      replicas.on_finish(r, ok);
-      if (committed && !ok && pushed == 0 && attempt + 1 < config.max_attempts) {
-        LOG_WARN("route: %s broke off before the first byte; retrying elsewhere", replicas.url(r).c_str());
-        continue;  // the client has seen nothing yet: another replica may answer
-      }
-      if (committed) {
-        if (!result && !cancelled) LOG_WARN("route: %s broke off a stream (%s)", replicas.url(r).c_str(),
-                                            httplib::to_string(result.error()).c_str());
-        return;
-      }
-      if (attempt + 1 < config.max_attempts) continue;
-      if (status >= 500) {
-        failed.fetch_add(1);
-        pipe.set_status(status, error_type);
-        pipe.push(error_body.data(), error_body.size());
-        return;
-      }
-    }
-    failed.fetch_add(1);
-    const std::string body = error_json("no replica could take the request", "server_error", "no_replica_available").dump();
-    pipe.set_status(503, "application/json");
-    pipe.push(body.data(), body.size());
-  }
-
-  std::string metrics_text() {
-    std::string out;
-    auto counter = [&](const char* name, const char* help, int64_t v) {
-      out += strprintf("# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name, name, static_cast<long long>(v));
-    };
-    counter("distllm_router_requests_total", "Requests the router received on /v1/*completions.", requests.load());
-    counter("distllm_router_retries_total", "Attempts on another replica after a failure.", retries.load());
-    counter("distllm_router_failures_total", "Requests that failed on every replica tried.", failed.load());
-    counter("distllm_router_rejected_total", "Requests refused before routing (bad JSON).", rejected.load());
-    out += "# HELP distllm_router_request_seconds End-to-end latency through the router.\n"
-           "# TYPE distllm_router_request_seconds histogram\n";
-    int64_t cum = 0;
-    for (size_t b = 0; b < kNumBuckets; ++b) {
-      cum += latency_buckets[b].load();
-      out += strprintf("distllm_router_request_seconds_bucket{le=\"%g\"} %lld\n", kBuckets[b], static_cast<long long>(cum));
-    }
-    cum += latency_buckets[kNumBuckets].load();
-    out += strprintf("distllm_router_request_seconds_bucket{le=\"+Inf\"} %lld\n", static_cast<long long>(cum));
-    out += strprintf("distllm_router_request_seconds_sum %.6f\ndistllm_router_request_seconds_count %lld\n",
-                     latency_sum.load(), static_cast<long long>(latency_count.load()));
-    {
-      std::lock_guard<std::mutex> lock(model_mu);
-      out += "# HELP distllm_router_model_requests_total Requests by the model they were sent to (after splits).\n"
-             "# TYPE distllm_router_model_requests_total counter\n";
-      for (const auto& [model, n] : model_requests)
-        out += strprintf("distllm_router_model_requests_total{model=\"%s\"} %lld\n", escape_prometheus_label(model).c_str(),
-                         static_cast<long long>(n));
-    }
-    out += "# TYPE distllm_router_replica_ready gauge\n# TYPE distllm_router_replica_draining gauge\n"
-           "# TYPE distllm_router_replica_queued gauge\n# TYPE distllm_router_replica_kv_cache_usage gauge\n# TYPE distllm_router_replica_outstanding gauge\n"
-           "# TYPE distllm_router_replica_requests_total counter\n# TYPE distllm_router_replica_failures_total counter\n"
-           "# TYPE distllm_router_replica_breaker gauge\n";
+  // Every replica's state for /metrics: decode (or plain) replicas, then prefill ones.
+  std::vector<ReplicaStatus> all_replica_status() {
     std::vector<ReplicaStatus> all = replicas.status();
     if (prefill) {
       for (ReplicaStatus s : prefill->replicas().status()) {
@@ -431,51 +260,30 @@ struct Router::Impl {
         all.push_back(std::move(s));
       }
     }
-    for (const ReplicaStatus& s : all) {
-      const char* u = s.url.c_str();
-      out += strprintf("distllm_router_replica_ready{replica=\"%s\"} %d\n", u, s.ready ? 1 : 0);
-      out += strprintf("distllm_router_replica_draining{replica=\"%s\"} %d\n", u, s.draining ? 1 : 0);
-      out += strprintf("distllm_router_replica_queued{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.queued));
-      if (s.kv_usage >= 0) out += strprintf("distllm_router_replica_kv_cache_usage{replica=\"%s\"} %g\n", u, s.kv_usage);
-      out += strprintf("distllm_router_replica_outstanding{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.outstanding));
-      out += strprintf("distllm_router_replica_requests_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.requests));
-      out += strprintf("distllm_router_replica_failures_total{replica=\"%s\"} %lld\n", u, static_cast<long long>(s.failures));
-      for (BreakerState st : {BreakerState::kClosed, BreakerState::kOpen, BreakerState::kHalfOpen})
-        out += strprintf("distllm_router_replica_breaker{replica=\"%s\",state=\"%s\"} %d\n", u, breaker_name(st),
-                         s.breaker == st ? 1 : 0);
-    }
-    return out;
+    return all;
   }
 };
 
 Router::Router(RouterConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 Router::~Router() { stop(); }
 
-int Router::bind() {
-  const RouterConfig& c = impl_->config;
-  int port = c.port;
-  if (port == 0) {
-    port = impl_->server.bind_to_any_port(c.host.c_str());
-    DL_CHECK(port > 0, "router: cannot bind %s", c.host.c_str());
-  } else {
-    DL_CHECK(impl_->server.bind_to_port(c.host.c_str(), port), "router: cannot bind %s:%d", c.host.c_str(), port);
-  }
-  return port;
-}
+int Router::bind() { return impl_->edge.bind(impl_->config.host, impl_->config.port); }
 
 void Router::serve() {
   impl_->replicas.start();
   if (impl_->prefill) impl_->prefill->start();
-  impl_->server.listen_after_bind();
+  impl_->edge.run();
 }
 
 void Router::stop() {
   if (!impl_) return;
-  impl_->server.stop();
+  impl_->edge.stop();
   impl_->replicas.stop();
   if (impl_->prefill) impl_->prefill->stop();
 }
 
 ReplicaSet& Router::replicas() { return impl_->replicas; }
+
+int Router::open_connections() const { return impl_->edge.open_connections(); }
 
 }  // namespace distllm::router

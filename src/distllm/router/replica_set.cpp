@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <regex>
+#include <thread>
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
@@ -76,43 +77,55 @@ void ReplicaSet::loop() {
   }
 }
 
+ReplicaSet::Probe ReplicaSet::probe(const std::string& url) const {
+  Probe p;
+  httplib::Client cli(url);
+  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(options_.health_timeout_s));
+  cli.set_connection_timeout(t);
+  cli.set_read_timeout(t);
+  cli.set_write_timeout(t);
+  auto health = cli.Get("/health");
+  p.ok = health && health->status == 200;
+  if (!p.ok) return p;
+  if (auto m = cli.Get("/v1/models"); m && m->status == 200) {
+    Json j = Json::parse(m->body, nullptr, false);
+    if (j.is_object() && j.contains("data") && j["data"].is_array()) {
+      p.models = j["data"];
+      p.models_read = true;
+    }
+  }
+  if (auto m = cli.Get("/metrics"); m && m->status == 200) {
+    p.queued = std::max<int64_t>(0, static_cast<int64_t>(scrape_gauge(m->body, "num_requests_waiting")));
+    p.kv_usage = scrape_gauge(m->body, "kv_cache_usage_perc");
+    if (p.kv_usage < 0) p.kv_usage = scrape_gauge(m->body, "gpu_cache_usage_perc");
+  }
+  return p;
+}
+
 void ReplicaSet::check_all() {
+  // All at once: a replica that hangs costs the round one timeout, not one per replica.
+  std::vector<Probe> probes(replicas_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    threads.emplace_back([this, i, &probes] { probes[i] = probe(replicas_[i].url); });  // urls never change
+  for (auto& t : threads) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = now_seconds();
   for (size_t i = 0; i < replicas_.size(); ++i) {
-    std::string url;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      url = replicas_[i].url;
-    }
-    httplib::Client cli(url);
-    const auto t = std::chrono::duration<double>(options_.health_timeout_s);
-    cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    auto health = cli.Get("/health");
-    const bool ok = health && health->status == 200;
-    Json models = Json::array();
-    int64_t queued = 0;
-    double kv_usage = -1;
-    if (ok) {
-      if (auto m = cli.Get("/v1/models"); m && m->status == 200) {
-        Json j = Json::parse(m->body, nullptr, false);
-        if (j.is_object() && j.contains("data") && j["data"].is_array()) models = j["data"];
-      }
-      if (auto m = cli.Get("/metrics"); m && m->status == 200) {
-        queued = std::max<int64_t>(0, static_cast<int64_t>(scrape_gauge(m->body, "num_requests_waiting")));
-        kv_usage = scrape_gauge(m->body, "kv_cache_usage_perc");
-        if (kv_usage < 0) kv_usage = scrape_gauge(m->body, "gpu_cache_usage_perc");
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu_);
     Replica& r = replicas_[i];
-    r.ready = ok;
-    r.models = std::move(models);
-    r.queued = queued;
-    r.kv_usage = kv_usage;
-    const double now = now_seconds();
-    if (!ok) {
+    Probe& p = probes[i];
+    r.ready = p.ok;
+    if (p.models_read) {
+      r.models = std::move(p.models);
+      r.models_known = true;
+    }
+    r.queued = p.queued;
+    r.kv_usage = p.kv_usage;
+    if (!p.ok) {
       record(r, false, now);
-    } else if (r.breaker == BreakerState::kOpen && now >= r.open_until) {
+      continue;
+    }
+    if (r.breaker == BreakerState::kOpen && now >= r.open_until) {
       r.breaker = BreakerState::kHalfOpen;  // healthy again: let a probe through
     }
   }
@@ -144,6 +157,16 @@ bool ReplicaSet::serves(const std::string& model) const {
   for (const Replica& r : replicas_)
     if (r.ready && lists(r, model)) return true;
   return false;
+}
+
+ModelState ReplicaSet::model_state(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool down = false;
+  for (const Replica& r : replicas_) {
+    if (r.ready && lists(r, model)) return ModelState::kServed;
+    if (!r.models_known || lists(r, model)) down = true;
+  }
+  return down ? ModelState::kDown : ModelState::kUnknown;
 }
 
 int ReplicaSet::find(const std::string& url) const {

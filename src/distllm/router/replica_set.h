@@ -5,6 +5,13 @@
 // `failure_threshold` consecutive failures (connect errors or 5xx, seen on real
 // requests or health checks) it opens for `open_seconds`; then it is half-open: one
 // probe request may go, and its success closes the breaker (a failure reopens it).
+//
+// Health checks run every `health_interval_s`, all replicas at once, each bounded
+// by `health_timeout_s`: a replica that accepts connections but does not answer (a
+// hung or SIGSTOPped process) fails its check like one that is down, so it stops
+// getting requests within interval + timeout. The models each replica listed are
+// remembered while it is down, so a request for a model whose replicas are all
+// down is told to retry (503), and only a model no replica ever served is unknown.
 #pragma once
 
 #include <atomic>
@@ -29,6 +36,14 @@ struct ReplicaOptions {
 };
 
 enum class BreakerState { kClosed, kOpen, kHalfOpen };
+
+// Whether a model can be served now.
+enum class ModelState {
+  kServed,   // a ready replica serves it (or lists no models, so may)
+  kDown,     // no ready replica does, but one served it before, or a replica whose
+             // models are not known yet is down: worth a retry
+  kUnknown,  // every replica's models are known and none ever listed it
+};
 const char* breaker_name(BreakerState s);  // "closed", "open", "half_open"
 
 struct ReplicaStatus {
@@ -65,6 +80,7 @@ class ReplicaSet {
   std::vector<ReplicaLoad> available(const std::vector<int>& exclude = {}, const std::string& model = {});
   // Whether any ready replica lists `model` (or lists nothing, see above).
   bool serves(const std::string& model) const;
+  ModelState model_state(const std::string& model) const;
   // The replica with this URL (trailing slashes ignored), or -1.
   int find(const std::string& url) const;
   // Bookkeeping around one forwarded request.
@@ -89,9 +105,19 @@ class ReplicaSet {
     int consecutive_failures = 0;
     int64_t outstanding = 0, requests = 0, failures = 0, queued = 0;
     double kv_usage = -1;
-    nlohmann::ordered_json models = nlohmann::ordered_json::array();
+    nlohmann::ordered_json models = nlohmann::ordered_json::array();  // the last list read
+    bool models_known = false;  // a list was read at least once
+  };
+  // One health check's findings (taken without the lock).
+  struct Probe {
+    bool ok = false;
+    bool models_read = false;
+    nlohmann::ordered_json models;
+    int64_t queued = 0;
+    double kv_usage = -1;
   };
 
+  Probe probe(const std::string& url) const;
   void check_all();
   void record(Replica& r, bool ok, double now);  // under mu_
   static bool lists(const Replica& r, const std::string& model);

@@ -41,6 +41,18 @@ bool StreamPipe::pop(std::string& chunk) {
   return true;
 }
 
+StreamPipe::Pop StreamPipe::pop_for(std::string& chunk, double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                    [&] { return !chunks_.empty() || finished_ || cancelled_; }))
+    return Pop::kTimeout;
+  if (chunks_.empty() || cancelled_) return Pop::kEnd;
+  chunk = std::move(chunks_.front());
+  chunks_.pop_front();
+  cv_.notify_all();
+  return Pop::kChunk;
+}
+
 void StreamPipe::cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;

@@ -10,6 +10,7 @@
 // connection (and so cancels the request on the replica).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -30,9 +31,12 @@ class StreamPipe {
 
   // Client side. wait_status blocks until a status is set or the pump finished
   // without one (returns 0 then). pop returns false when finished and drained.
+  // pop_for waits at most `seconds` (so the caller can look at its client).
   int wait_status();
   const std::string& content_type() const { return content_type_; }  // after wait_status
   bool pop(std::string& chunk);
+  enum class Pop { kChunk, kEnd, kTimeout };
+  Pop pop_for(std::string& chunk, double seconds);
   void cancel();
   bool cancelled() const;
 

@@ -3,8 +3,6 @@
 #include "distllm/base/strings.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 #include "distllm/base/error.h"
 
@@ -24,43 +22,7 @@ std::vector<double> request_buckets() {
           960.0, 1920.0, 7680.0};
 }
 
-// Shortest text that reads back as the same double ("0.1", not "0.10000000000000001").
-std::string number(double v) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-void header(std::string& out, const std::string& name, const char* type, const char* help) {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-}
-
 }  // namespace
-
-Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
-  DL_ASSERT(std::is_sorted(bounds_.begin(), bounds_.end()));
-}
-
-void Histogram::observe(double value) {
-  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  counts_[i] += 1;  // i == bounds_.size(): only the +Inf bucket
-  count_ += 1;
-  sum_ += value;
-}
-
-void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
-  uint64_t cum = 0;
-  for (size_t i = 0; i <= bounds_.size(); ++i) {
-    cum += counts_[i];
-    std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
-    out += name + "_bucket{le=\"" + le + "\"," + labels + "} " + std::to_string(cum) + "\n";
-  }
-  out += name + "_sum{" + labels + "} " + number(sum_) + "\n";
-  out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
-}
 
 ServeMetrics::ServeMetrics(std::string model_name)
     : labels_("model_name=\"" + escape_prometheus_label(model_name) + "\""),
@@ -193,22 +155,16 @@ MetricsSnapshot ServeMetrics::snapshot() const {
 std::string ServeMetrics::render() const {
   std::lock_guard<std::mutex> lock(mu_);
   const MetricsSnapshot snap = locked_snapshot();
-  std::string out;
+  http::PrometheusText text;
   const std::string& l = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {
-    std::string n = std::string("distllm:") + name;
-    header(out, n, "gauge", help);
-    out += n + "{" + l + "} " + number(v) + "\n";
+    text.gauge(std::string("distllm:") + name, help, v, l);
   };
   auto counter = [&](const char* name, const char* help, int64_t v) {
-    std::string n = std::string("distllm:") + name;
-    header(out, n, "counter", help);
-    out += n + "{" + l + "} " + std::to_string(v) + "\n";
+    text.counter(std::string("distllm:") + name, help, v, l);
   };
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
-    std::string n = std::string("distllm:") + name;
-    header(out, n, "histogram", help);
-    h.render(out, n, l);
+    text.histogram(std::string("distllm:") + name, help, h, l);
   };
   gauge("num_requests_running", "Number of requests in the running batch.", static_cast<double>(snap.running));
   gauge("num_requests_waiting", "Number of requests waiting to be scheduled (including preempted ones).",
@@ -223,10 +179,10 @@ std::string ServeMetrics::render() const {
   counter("prefix_cache_hit_requests_total", "Prefix cache lookups that found at least one block.",
           snap.prefix_hit_requests);
   {
-    std::string n = "distllm:request_success_total";
-    header(out, n, "counter", "Requests finished normally, by finish reason.");
-    out += n + "{finished_reason=\"stop\"," + l + "} " + std::to_string(snap.success_stop) + "\n";
-    out += n + "{finished_reason=\"length\"," + l + "} " + std::to_string(snap.success_length) + "\n";
+    const char* n = "distllm:request_success_total";
+    text.family(n, "counter", "Requests finished normally, by finish reason.");
+    text.sample(n, "finished_reason=\"stop\"," + l, snap.success_stop);
+    text.sample(n, "finished_reason=\"length\"," + l, snap.success_length);
   }
   counter("request_aborted_total", "Requests cancelled because the client went away.", snap.aborted);
   counter("request_rejected_total", "Requests refused with 429 because the waiting queue was full.", snap.rejected);
@@ -236,10 +192,10 @@ std::string ServeMetrics::render() const {
             snap.spec_drafts);
     counter("spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.", snap.spec_draft_tokens);
     counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", snap.spec_accepted_tokens);
-    std::string n = "distllm:spec_decode_num_accepted_tokens_per_pos_total";
-    header(out, n, "counter", "Drafts whose token at this position (0-based) was accepted.");
+    const char* n = "distllm:spec_decode_num_accepted_tokens_per_pos_total";
+    text.family(n, "counter", "Drafts whose token at this position (0-based) was accepted.");
     for (size_t i = 0; i < snap.spec_accepted_per_pos.size(); ++i)
-      out += n + "{position=\"" + std::to_string(i) + "\"," + l + "} " + std::to_string(snap.spec_accepted_per_pos[i]) + "\n";
+      text.sample(n, "position=\"" + std::to_string(i) + "\"," + l, snap.spec_accepted_per_pos[i]);
   }
   if (snap.model_version > 0) {
     counter("model_reloads_total", "Models swapped in by a hot reload (after the first).", snap.model_reloads);
@@ -255,7 +211,7 @@ std::string ServeMetrics::render() const {
   histogram("inter_token_latency_seconds", "Time between consecutive generated tokens, in seconds.", itl_);
   histogram("e2e_request_latency_seconds", "Time from arrival to finish, in seconds.", e2e_);
   histogram("request_queue_time_seconds", "Time from arrival to first being scheduled, in seconds.", queue_);
-  return out;
+  return std::move(text.text());
 }
 
 }  // namespace distllm::serve

@@ -46,23 +46,12 @@
 #include <string>
 #include <vector>
 
+#include "distllm/http/prometheus.h"
+
 namespace distllm::serve {
 
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> upper_bounds);
-  void observe(double value);
-  // Appends the _bucket / _sum / _count lines of `name` with `labels` ("k=\"v\"").
-  void render(std::string& out, const std::string& name, const std::string& labels) const;
-  uint64_t count() const { return count_; }
-  double sum() const { return sum_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket, not cumulative
-  uint64_t count_ = 0;
-  double sum_ = 0.0;
-};
+// The one Prometheus histogram (http/prometheus.h), under the name the engine uses.
+using http::Histogram;
 
 struct MetricsSnapshot {
   int64_t running = 0;

@@ -7,15 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <limits>
 #include <mutex>
 #include <thread>
 
 #include "distllm/base/log.h"
 #include "distllm/base/timer.h"
-#include "distllm/serve/api/http_front.h"
+#include "distllm/http/edge.h"
+#include "distllm/http/openai_error.h"
+#include "distllm/http/peer_socket.h"
 #include "distllm/serve/api/openai_protocol.h"
-#include "distllm/serve/api/peer_socket.h"
 #include "distllm/serve/structured/structured.h"
 
 namespace distllm::serve::api {
@@ -25,30 +25,26 @@ constexpr double kPollSeconds = 0.05;  // how often a waiting handler checks its
 // After the drain, how long handlers get to write their final events.
 constexpr double kFinalWriteSeconds = 5.0;
 
+using http::HttpEdge;
+using http::peer_closed;
+
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "",
                 const std::string& code = "") {
-  res.status = status;
-  res.set_content(dump(error_body(status, message, param, code)), "application/json");
+  http::send_openai_error(res, status, message, param, code);
 }
 
-// cpp-httplib as a request processor only: the front (http_front.h) owns the
-// sockets and hands each complete request to process_request.
-class RequestProcessor : public httplib::Server {
- public:
-  using httplib::Server::process_request;
-  // httplib ends a streamed response once its listening socket is invalid (its
-  // sign of stop()); we own the listener, so the value only says "serving" (it is
-  // never used as a descriptor: httplib closes it only in stop(), never called).
-  void set_serving(bool on) { svr_sock_ = on ? std::numeric_limits<int>::max() : INVALID_SOCKET; }
-};
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+http::FrontLimits front_limits(const ApiServerConfig& c, int workers) {
+  http::FrontLimits limits;
+  limits.max_body_bytes = c.max_body_bytes;
+  limits.header_timeout_s = c.header_timeout_s;
+  limits.body_timeout_s = c.body_timeout_s;
+  limits.keep_alive_timeout_s = c.keep_alive_timeout_s;
+  limits.max_connections = c.max_connections;
+  limits.max_connections_per_ip = c.max_connections_per_ip;
+  limits.workers = workers;
+  return limits;
 }
 
 // One API request's generation: its engine requests (one per choice) and what
@@ -142,60 +138,17 @@ struct Generation {
 class Server {
  public:
   Server(EngineClient& engine, const ChatFormatter& chat, ServeMetrics& metrics, ApiServerConfig config)
-      : engine_(engine), chat_(chat), metrics_(metrics), config_(std::move(config)), started_(unix_time()) {
-    int threads = config_.http_threads > 0 ? config_.http_threads : engine.max_in_flight() + 16;
-    FrontLimits limits;
-    limits.max_body_bytes = config_.max_body_bytes;
-    limits.header_timeout_s = config_.header_timeout_s;
-    limits.body_timeout_s = config_.body_timeout_s;
-    limits.keep_alive_timeout_s = config_.keep_alive_timeout_s;
-    limits.max_connections = config_.max_connections;
-    limits.max_connections_per_ip = config_.max_connections_per_ip;
-    limits.workers = threads;
-    front_ = std::make_unique<HttpFront>(
-        limits,
-        [this](httplib::Stream& strm, bool close, bool& closed) {
-          return svr_.process_request(strm, close, closed, [](httplib::Request&) {});
-        },
-        [this](const RequestHead& head) -> std::optional<FramingError> {
-          if (authorized(head.path(), head.header("Authorization"))) return std::nullopt;
-          return FramingError{401, kBadKeyMessage, "invalid_api_key"};
-        },
-        [](const FramingError& err) { return dump(error_body(err.status, err.message, "", err.code)); });
-    svr_.set_payload_max_length(config_.max_body_bytes);  // the front enforces it first
-    svr_.set_serving(true);
+      : engine_(engine), chat_(chat), metrics_(metrics), config_(std::move(config)), started_(unix_time()),
+        edge_(front_limits(config_, config_.http_threads > 0 ? config_.http_threads : engine.max_in_flight() + 16),
+              config_.api_key),
+        svr_(edge_.routes()) {
+    // The API key is checked by the edge on every head, before its body is read.
     svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (draining_ && req.path != "/metrics") {
         send_error(res, 503, "The server is shutting down.", "", "server_shutting_down");
         return httplib::Server::HandlerResponse::Handled;
       }
-      if (!authorized(req.path, req.get_header_value("Authorization"))) {
-        send_error(res, 401, kBadKeyMessage, "", "invalid_api_key");
-        return httplib::Server::HandlerResponse::Handled;
-      }
       return httplib::Server::HandlerResponse::Unhandled;
-    });
-    svr_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      if (res.status == 413) {
-        send_error(res, 413, strprintf("The request body is larger than the limit of %zu bytes.", config_.max_body_bytes),
-                   "", "request_too_large");
-      } else if (res.status == 404) {
-        send_error(res, 404, "No route for " + req.method + " " + req.path, "", "not_found");
-      } else {
-        send_error(res, res.status, strprintf("HTTP error %d", res.status));
-      }
-    });
-    svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      LOG_ERROR("http: unhandled exception: %s", what.c_str());
-      send_error(res, 500, "internal error: " + what);
     });
 
     svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -243,20 +196,17 @@ class Server {
   }
 
   int bind() {
-    port_ = front_->bind(config_.host, config_.port);
+    port_ = edge_.bind(config_.host, config_.port);
     return port_;
   }
-  void serve() { front_->run(); }
-  void stop() {
-    svr_.set_serving(false);  // streams in progress end
-    front_->stop();
-  }
+  void serve() { edge_.run(); }
+  void stop() { edge_.stop(); }
   int port() const { return port_; }
-  int open_connections() const { return front_->open_connections(); }
+  int open_connections() const { return edge_.open_connections(); }
 
   bool shutdown_gracefully(double drain_timeout_s) {
     draining_ = true;
-    front_->set_draining();
+    edge_.set_draining();
     static const char kEnded[] = "The server is shutting down: the request was ended after the drain timeout.";
     bool drained = engine_.wait_idle(drain_timeout_s);
     if (!drained) {
@@ -265,7 +215,7 @@ class Server {
     }
     // Handlers now send their final events (or finish their last bytes).
     Timer t;
-    while (front_->busy_requests() > 0 && t.seconds() < kFinalWriteSeconds) {
+    while (edge_.busy_requests() > 0 && t.seconds() < kFinalWriteSeconds) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       // A request that slipped in as draining began is ended too.
       if (!drained && t.seconds() > 0.5 && engine_.stats().requests > 0) engine_.abort_all(kEnded);
@@ -275,17 +225,6 @@ class Server {
   }
 
  private:
-  static constexpr const char* kBadKeyMessage = "Incorrect or missing API key: send 'Authorization: Bearer <key>'.";
-
-  // With --api-key every /v1/, /admin/ and /internal/ route needs it; /health and
-  // /metrics stay open. Without a key everything is open (as the rest of the API).
-  bool authorized(const std::string& path, const std::string& authorization) const {
-    if (config_.api_key.empty() ||
-        (path.rfind("/v1/", 0) != 0 && path.rfind("/admin/", 0) != 0 && path.rfind("/internal/", 0) != 0))
-      return true;
-    return constant_time_equal(authorization, "Bearer " + config_.api_key);
-  }
-
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
     if (std::string id = client_request_id(req.get_header_value("X-Request-Id")); !id.empty()) res.set_header("X-Request-Id", id);
@@ -433,7 +372,7 @@ class Server {
     gen.cached_tokens.assign(n, 0);
     gen.text_bytes.assign(n, 0);
     gen.errors.assign(n, "");
-    gen.socket_fd = HttpFront::current_socket();
+    gen.socket_fd = http::HttpFront::current_socket();
     pull_prefill_kv(req, reqs);
     try {
       gen.ids = engine_.submit(std::move(reqs), gen.queue);
@@ -589,8 +528,8 @@ class Server {
           // Ended by the server (shutdown, model error): the same chunk carries the
           // error, so clients neither hang nor see a bare connection close.
           bool aborted = d.finish == FinishReason::kAbort;
-          chunk["error"] = error_body(aborted ? 503 : 500, gen.errors[i], "",
-                                      aborted ? "server_shutting_down" : "generation_failed")["error"];
+          chunk["error"] = http::openai_error(aborted ? 503 : 500, gen.errors[i], "",
+                                              aborted ? "server_shutting_down" : "generation_failed")["error"];
         }
         if (!send(with_usage_null(chunk))) return false;
       }
@@ -617,8 +556,8 @@ class Server {
   ServeMetrics& metrics_;
   ApiServerConfig config_;
   int64_t started_;
-  RequestProcessor svr_;
-  std::unique_ptr<HttpFront> front_;
+  HttpEdge edge_;
+  httplib::Server& svr_;  // the edge's routes
   std::atomic<bool> draining_{false};
   int port_ = 0;
 };

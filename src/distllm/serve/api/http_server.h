@@ -5,9 +5,9 @@
 //   POST /admin/reload   (when the server can reload its model: ApiServerConfig::reload)
 //   POST /internal/kv/prefill                          (--role prefill, kv_transfer_http.h)
 //
-// Connections are accepted and requests read by the front (http_front.h: one
-// event thread, read deadlines, connection caps, framing checks); each complete
-// request is answered by cpp-httplib on a worker thread. Generation requests
+// Connections are accepted and requests read by the HTTP edge the router shares
+// (http/edge.h: one event thread, read deadlines, connection caps, framing checks,
+// the API key); each complete request is answered by cpp-httplib on a worker thread. Generation requests
 // submit to the engine and wait on their output queue, watching their socket: a
 // client that disconnects gets its requests aborted (their KV blocks are freed by
 // the next engine step). Errors are OpenAI error objects.

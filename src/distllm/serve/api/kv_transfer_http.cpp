@@ -4,38 +4,22 @@
 #include <chrono>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 #include "distllm/base/error.h"
 #include "distllm/base/log.h"
 #include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
+#include "distllm/http/client_deadline.h"
+#include "distllm/http/edge.h"
+#include "distllm/http/peer_socket.h"
+#include "distllm/http/prometheus.h"
 
 namespace distllm::serve::api {
 namespace {
 
-using Json = nlohmann::ordered_json;
 namespace wire = kv_transfer;
 
 void send_json_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
-  res.set_content(Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", "kv_prefill_failed"}}}}
-                      .dump(-1, ' ', false, Json::error_handler_t::replace),
-                  "application/json");
-}
-
-std::string escape_label(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
+  http::send_openai_error(res, status, message, "", "kv_prefill_failed");
 }
 
 }  // namespace
@@ -62,6 +46,8 @@ KvTransfer::KvTransfer(Engine& engine, KvTransferConfig config)
 KvTransfer::KvTransfer(EngineClient& client, EngineProvider engine, KvTransferConfig config)
     : client_(client), engine_(std::move(engine)), config_(std::move(config)) {
   DL_CHECK(config_.timeout_s > 0, "--kv-transfer-timeout must be positive, got %g", config_.timeout_s);
+  DL_CHECK(config_.connect_timeout_s > 0, "--kv-transfer-connect-timeout must be positive, got %g",
+           config_.connect_timeout_s);
   DL_CHECK(config_.min_prompt_tokens >= 0, "--kv-transfer-min-tokens must not be negative, got %d",
            config_.min_prompt_tokens);
   const std::shared_ptr<Engine> e = this->engine();
@@ -94,6 +80,15 @@ kv_transfer::KvFingerprint KvTransfer::fingerprint() const {
   return fp;
 }
 
+// One prefill request's engine work, shared by the handler and its stream.
+struct KvTransfer::PrefillJob {
+  std::shared_ptr<OutputQueue> queue = std::make_shared<OutputQueue>();
+  std::vector<uint64_t> ids;
+  std::vector<int32_t> tokens;  // the prompt
+  int usable = 0;               // its full blocks a decode replica can use
+  bool finished = false;        // the engine request ended (no abort needed)
+};
+
 void KvTransfer::handle_prefill(const httplib::Request& req, httplib::Response& res) {
   prefill_requests_.fetch_add(1);
   kv_transfer::KvFingerprint fp;
@@ -102,87 +97,91 @@ void KvTransfer::handle_prefill(const httplib::Request& req, httplib::Response& 
   } catch (const RequestError& e) {
     return send_json_error(res, e.status(), e.what());
   }
-  std::vector<int32_t> tokens;
+  auto job = std::make_shared<PrefillJob>();
   try {
-    tokens = wire::parse_prefill_request(req.body, fp.vocab_size);
+    job->tokens = wire::parse_prefill_request(req.body, fp.vocab_size);
   } catch (const Error& e) {
     return send_json_error(res, 400, e.what());
   }
-  const int usable = usable_blocks(tokens.size(), fp.block_size);
-  const size_t bs = fp.block_size;
-  std::vector<std::string> blocks;
-  if (usable > 0) {
+  job->usable = usable_blocks(job->tokens.size(), fp.block_size);
+  job->finished = job->usable == 0;
+  if (job->usable > 0) {
     // A one-token greedy request over the usable blocks plus one token: when it
     // finishes, the prefix cache holds those blocks.
     GenerationRequest g;
-    g.prompt.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(usable) * bs + 1));
+    g.prompt.assign(job->tokens.begin(),
+                    job->tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(job->usable) * fp.block_size + 1));
     g.max_tokens = 1;
     g.sampling.temperature = 0;
     g.seed = 0;
     g.ignore_eos = true;
-    auto queue = std::make_shared<OutputQueue>();
-    std::vector<uint64_t> ids;
     try {
       std::vector<GenerationRequest> reqs;
       reqs.push_back(std::move(g));
-      ids = client_.submit(std::move(reqs), queue);
+      job->ids = client_.submit(std::move(reqs), job->queue);
     } catch (const RequestError& e) {
-      return send_json_error(res, e.status(), e.what());
-    }
-    Timer t;
-    std::vector<OutputDelta> deltas;
-    FinishReason finish = FinishReason::kNone;
-    std::string error;
-    while (finish == FinishReason::kNone && t.seconds() < config_.timeout_s) {
-      deltas.clear();
-      queue->pop_all(deltas, 0.1);
-      for (const OutputDelta& d : deltas) {
-        if (d.finish != FinishReason::kNone) {
-          finish = d.finish;
-          error = d.error;
-        }
-      }
-    }
-    if (finish == FinishReason::kNone) {
-      client_.abort(ids);
-      return send_json_error(res, 503, strprintf("the prefill did not finish within %g s", config_.timeout_s));
-    }
-    if (finish != FinishReason::kStop && finish != FinishReason::kLength)
-      return send_json_error(res, 503, "the prefill failed: " + error);
-    try {
-      std::vector<int32_t> run(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(usable) * bs));
-      // If a reload swapped the engine since the submit, this one holds fewer (or
-      // none) of the blocks: the decode side computes what is missing.
-      blocks = this->engine()->export_cached_prefix(std::move(run), usable, config_.timeout_s);
-    } catch (const RequestError& e) {
-      return send_json_error(res, e.status(), e.what());
+      return send_json_error(res, e.status(), e.what());  // a full queue: the decode side knows at once
     }
   }
-  struct Stream {
-    std::string header;
-    std::vector<std::string> blocks;
-  };
-  auto stream = std::make_shared<Stream>();
-  wire::KvHeader h;
-  h.fingerprint = fp;
-  h.num_blocks = static_cast<uint32_t>(blocks.size());
-  h.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(blocks.size() * bs));
-  stream->header = wire::encode_header(h);
-  stream->blocks = std::move(blocks);
+  // The head goes out now; the blocks follow once the prefill is done.
   res.status = 200;
-  res.set_chunked_content_provider("application/x-distllm-kv", [this, stream](size_t, httplib::DataSink& sink) {
-    auto write = [&](const std::string& s) { return sink.is_writable() && sink.write(s.data(), s.size()); };
-    if (!write(stream->header)) return false;
-    for (size_t i = 0; i < stream->blocks.size(); ++i) {
-      const std::string& b = stream->blocks[i];
-      if (!write(wire::encode_block_head(static_cast<uint32_t>(i), b)) || !write(b)) return false;
-      blocks_sent_.fetch_add(1);
-      bytes_sent_.fetch_add(static_cast<int64_t>(b.size()));
+  res.set_chunked_content_provider(
+      "application/x-distllm-kv",
+      [this, job, fp](size_t, httplib::DataSink& sink) {
+        std::vector<std::string> blocks;
+        try {
+          blocks = run_prefill(*job, fp);
+        } catch (const std::exception& e) {
+          LOG_WARN("kv transfer: prefill of %zu tokens for a decode replica failed: %s", job->tokens.size(), e.what());
+          return false;  // the stream ends early: the decode replica computes the prompt itself
+        }
+        wire::KvHeader h;
+        h.fingerprint = fp;
+        h.num_blocks = static_cast<uint32_t>(blocks.size());
+        h.tokens.assign(job->tokens.begin(), job->tokens.begin() + static_cast<std::ptrdiff_t>(blocks.size() * fp.block_size));
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (!write(wire::encode_header(h))) return false;
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          const std::string& b = blocks[i];
+          if (!write(wire::encode_block_head(static_cast<uint32_t>(i), b)) || !write(b)) return false;
+          blocks_sent_.fetch_add(1);
+          bytes_sent_.fetch_add(static_cast<int64_t>(b.size()));
+        }
+        if (!write(wire::encode_end(static_cast<uint32_t>(blocks.size())))) return false;
+        sink.done();
+        return true;
+      },
+      [this, job](bool) {
+        if (!job->finished) client_.abort(job->ids);  // the decode replica gave up, or the prefill timed out
+      });
+}
+
+std::vector<std::string> KvTransfer::run_prefill(PrefillJob& job, const kv_transfer::KvFingerprint& fp) {
+  if (job.usable == 0) return {};
+  const int client = http::HttpFront::current_socket();
+  Timer t;
+  std::vector<OutputDelta> deltas;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+  while (finish == FinishReason::kNone) {
+    if (t.seconds() > config_.timeout_s) throw Error(strprintf("the prefill did not finish within %g s", config_.timeout_s));
+    if (http::peer_closed(client)) throw Error("the decode replica went away");
+    deltas.clear();
+    job.queue->pop_all(deltas, 0.05);
+    for (const OutputDelta& d : deltas) {
+      if (d.finish != FinishReason::kNone) {
+        finish = d.finish;
+        error = d.error;
+      }
     }
-    if (!write(wire::encode_end(static_cast<uint32_t>(stream->blocks.size())))) return false;
-    sink.done();
-    return true;
-  });
+  }
+  job.finished = true;
+  if (finish != FinishReason::kStop && finish != FinishReason::kLength) throw Error("the prefill failed: " + error);
+  std::vector<int32_t> run(job.tokens.begin(),
+                           job.tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(job.usable) * fp.block_size));
+  // If a reload swapped the engine since the submit, this one holds fewer (or none)
+  // of the blocks: the decode side computes what is missing.
+  return engine()->export_cached_prefix(std::move(run), job.usable, config_.timeout_s);
 }
 
 int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<int32_t>& prompt, int64_t& bytes) {
@@ -193,11 +192,13 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
            prefill_url.c_str());
   httplib::Client cli(prefill_url);
   DL_CHECK(cli.is_valid(), "%s: '%s' is not a usable URL", kPrefillFromHeader, prefill_url.c_str());
-  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(config_.timeout_s));
-  cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::duration<double>(std::min(5.0, config_.timeout_s))));
-  cli.set_read_timeout(timeout);
-  cli.set_write_timeout(timeout);
+  auto micros = [](double s) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(s));
+  };
+  const double head_timeout = std::min(config_.connect_timeout_s, config_.timeout_s);
+  cli.set_connection_timeout(micros(head_timeout));
+  cli.set_read_timeout(micros(config_.timeout_s));  // each read; the deadline below bounds the whole pull
+  cli.set_write_timeout(micros(config_.timeout_s));
   httplib::Request up;
   up.method = "POST";
   up.path = kPrefillPath;
@@ -212,8 +213,10 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
   limits.max_total_bytes = static_cast<size_t>(usable) * fp.block_bytes() * 8 + (size_t{1} << 20);
   wire::KvStreamDecoder decoder(limits);
   std::string mismatch;
+  http::ClientDeadline deadline(cli, head_timeout, config_.timeout_s);
   up.response_handler = [&](const httplib::Response& r) {
     status = r.status;
+    deadline.got_head();
     return true;
   };
   up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -229,6 +232,11 @@ int KvTransfer::pull_or_throw(const std::string& prefill_url, const std::vector<
     return mismatch.empty();
   };
   httplib::Result r = cli.send(up);
+  const http::ClientDeadline::Missed missed = deadline.finish();
+  if (missed == http::ClientDeadline::Missed::kHead)
+    throw Error(strprintf("%s did not answer within %g s (hung or overloaded?)", prefill_url.c_str(), head_timeout));
+  if (missed == http::ClientDeadline::Missed::kWhole)
+    throw Error(strprintf("the pull from %s took longer than %g s", prefill_url.c_str(), config_.timeout_s));
   if (!mismatch.empty())
     throw Error(strprintf("KV transfer: %s serves another model or block size (%s): its blocks cannot be used here",
                           prefill_url.c_str(), mismatch.c_str()));
@@ -287,22 +295,22 @@ KvTransfer::Counters KvTransfer::counters() const {
 
 std::string KvTransfer::render_metrics(const std::string& model_name) const {
   const Counters c = counters();
-  const std::string labels = "{model_name=\"" + escape_label(model_name) + "\"}";
-  std::string out;
-  auto counter = [&](const char* name, const char* help, const std::string& value) {
-    const std::string n = std::string("distllm:kv_transfer_") + name;
-    out += "# HELP " + n + " " + help + "\n# TYPE " + n + " counter\n" + n + labels + " " + value + "\n";
+  const std::string labels = "model_name=\"" + escape_prometheus_label(model_name) + "\"";
+  http::PrometheusText text;
+  auto counter = [&](const char* name, const char* help, int64_t value) {
+    text.counter(std::string("distllm:kv_transfer_") + name, help, value, labels);
   };
-  counter("prefill_requests_total", "Prefill requests answered (prefill role).", std::to_string(c.prefill_requests));
-  counter("blocks_sent_total", "KV blocks sent to decode replicas.", std::to_string(c.blocks_sent));
-  counter("bytes_sent_total", "KV payload bytes sent to decode replicas.", std::to_string(c.bytes_sent));
-  counter("pulls_total", "Prompts whose KV this decode replica pulled from a prefill replica.", std::to_string(c.pulls));
-  counter("blocks_received_total", "KV blocks received whole and checked (decode role).", std::to_string(c.blocks_received));
-  counter("bytes_received_total", "Bytes received from prefill replicas.", std::to_string(c.bytes_received));
-  counter("seconds_total", "Seconds spent pulling KV (request, remote prefill, transfer, import).",
-          strprintf("%.6f", c.transfer_seconds));
-  counter("fallbacks_total", "Pulls that failed: the prompt was computed locally.", std::to_string(c.fallbacks));
-  return out;
+  counter("prefill_requests_total", "Prefill requests answered (prefill role).", c.prefill_requests);
+  counter("blocks_sent_total", "KV blocks sent to decode replicas.", c.blocks_sent);
+  counter("bytes_sent_total", "KV payload bytes sent to decode replicas.", c.bytes_sent);
+  counter("pulls_total", "Prompts whose KV this decode replica pulled from a prefill replica.", c.pulls);
+  counter("blocks_received_total", "KV blocks received whole and checked (decode role).", c.blocks_received);
+  counter("bytes_received_total", "Bytes received from prefill replicas.", c.bytes_received);
+  text.family("distllm:kv_transfer_seconds_total", "counter",
+              "Seconds spent pulling KV (request, remote prefill, transfer, import).");
+  text.sample("distllm:kv_transfer_seconds_total", labels, c.transfer_seconds);
+  counter("fallbacks_total", "Pulls that failed: the prompt was computed locally.", c.fallbacks);
+  return std::move(text.text());
 }
 
 }  // namespace distllm::serve::api

@@ -2,17 +2,20 @@
 // disaggregation"):
 //
 //   prefill replica (--role prefill): POST /internal/kv/prefill with
-//     {"prompt_token_ids": [...]} runs the prompt through its engine (a one-token
-//     request: the prefix cache then holds the prompt's full blocks) and answers
-//     with those blocks in the wire format of kv_transfer/wire.h, block by block
-//     (chunked, application/x-distllm-kv).
+//     {"prompt_token_ids": [...]} submits the prompt to its engine (a one-token
+//     request: the prefix cache then holds the prompt's full blocks), answers the
+//     response head at once, and streams those blocks in the wire format of
+//     kv_transfer/wire.h once the prefill is done (chunked, application/x-distllm-kv).
+//     A prefill that fails after the head ends the stream early.
 //   decode replica (--role decode): a completion or chat request carrying
 //     `X-KV-Prefill-From: http://host:port` first pulls its prompt's blocks from
 //     that prefill replica and imports them into its own prefix cache; the request
 //     then runs normally and its prefix-cache hit leaves only the tail (less than
 //     one block plus the last token) to compute here. Any failure (replica down,
 //     timeout, bad bytes, another model) is logged and counted, and the request is
-//     computed locally: it never fails because of the transfer.
+//     computed locally: it never fails because of the transfer. Because the head
+//     comes before the prefill, a replica that is hung (SIGSTOP, a stuck process)
+//     is given up on after connect_timeout_s, not after the whole transfer timeout.
 #pragma once
 
 #include <atomic>
@@ -48,6 +51,10 @@ struct KvTransferConfig {
   // Decode role: prompts shorter than this are computed here without a pull (the
   // round trip costs more than their prefill). 0: pull whenever a full block is usable.
   int min_prompt_tokens = 0;
+  // Decode role: connecting to the prefill replica and getting its response head,
+  // which it sends before it starts the prefill. A replica that cannot do that is
+  // not answering (hung, stopped, swamped): the prompt is computed here at once.
+  double connect_timeout_s = 2;
 };
 
 class KvTransfer {
@@ -90,7 +97,11 @@ class KvTransfer {
   static int usable_blocks(size_t n, uint32_t block_size) {
     return n < 2 ? 0 : static_cast<int>((n - 1) / block_size);
   }
+  struct PrefillJob;
   std::shared_ptr<Engine> engine() const;
+  // Prefill side, on the stream: waits for the prefill and exports its blocks.
+  // Throws distllm::Error when it fails, times out or the decode replica left.
+  std::vector<std::string> run_prefill(PrefillJob& job, const kv_transfer::KvFingerprint& fp);
   int pull_or_throw(const std::string& prefill_url, const std::vector<int32_t>& prompt, int64_t& bytes);
 
   EngineClient& client_;

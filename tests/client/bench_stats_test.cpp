@@ -3,10 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
-#include "distllm/serve/api/bench_stats.h"
-#include "distllm/serve/api/load_generator.h"
+#include "distllm/client/bench_stats.h"
+#include "distllm/client/load_generator.h"
 
-namespace distllm::serve::api {
+namespace distllm::client {
 namespace {
 
 TEST(BenchStats, PercentilesInterpolateLikeNumpy) {
@@ -99,4 +99,4 @@ TEST(LoadGenerator, PromptsHaveExactLengthsAndTheSharedPrefix) {
 }
 
 }  // namespace
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

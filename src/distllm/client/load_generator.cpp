@@ -1,4 +1,4 @@
-#include "distllm/serve/api/load_generator.h"
+#include "distllm/client/load_generator.h"
 
 #include <cmath>
 #include <condition_variable>
@@ -11,9 +11,9 @@
 #include "distllm/base/error.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/timer.h"
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 
-namespace distllm::serve::api {
+namespace distllm::client {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -222,4 +222,4 @@ LoadResult run_load(const LoadConfig& c, const std::function<void(int)>& progres
   return result;
 }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

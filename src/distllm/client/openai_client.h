@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-namespace distllm::serve::api {
+namespace distllm::client {
 
 struct HttpResult {
   int status = 0;          // HTTP status; 0 when no response arrived
@@ -48,4 +48,4 @@ class SseParser {
   std::string buffer_;
 };
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

@@ -1,9 +1,9 @@
-#include "distllm/serve/api/peer_socket.h"
+#include "distllm/http/peer_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>
 
-namespace distllm::serve::api {
+namespace distllm::http {
 
 bool peer_closed(int fd) {
   if (fd < 0) return false;
@@ -18,4 +18,4 @@ bool peer_closed(int fd) {
   return false;
 }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

@@ -1,14 +1,16 @@
-// The server's front: accepts connections and reads requests on one event-driven
-// thread (epoll), and hands complete requests to a pool of workers.
+// The HTTP front of `distllm serve` and `distllm route`: accepts connections and
+// reads requests on one event-driven thread (epoll), and hands complete requests
+// to a pool of workers.
 //
 // Why not cpp-httplib's own loop: it gives every connection a pool thread from
 // accept on, so a few hundred clients that trickle a request byte by byte (or just
 // stay idle) hold every thread and nobody else is served; and it reads chunked
-// bodies without a limit (see http_framing.h). Here a connection costs a thread
-// only while a complete, validated request is being answered; heads and bodies are
-// read with deadlines; connections are capped in total and per client address.
-// cpp-httplib still parses, routes and writes every response (the worker runs
-// httplib::Server::process_request over the canonical request).
+// bodies without a limit (see framing.h). Here a connection costs a thread only
+// while a complete, validated request is being answered; heads and bodies are read
+// with deadlines (request_reader.h turns the bytes into requests); connections are
+// capped in total and per client address. cpp-httplib still parses, routes and
+// writes every response (the worker runs httplib::Server::process_request over the
+// canonical request); edge.h puts the two together.
 #pragma once
 
 #include <atomic>
@@ -20,9 +22,10 @@
 
 #include <httplib.h>
 
-#include "distllm/serve/api/http_framing.h"
+#include "distllm/http/framing.h"
+#include "distllm/http/request_reader.h"
 
-namespace distllm::serve::api {
+namespace distllm::http {
 
 struct FrontLimits {
   size_t max_body_bytes = 2u << 20;
@@ -43,9 +46,8 @@ class HttpFront {
   // Returns false when the connection must close; sets `connection_closed` when
   // the request asked for that (cpp-httplib's process_request contract).
   using Processor = std::function<bool(httplib::Stream& strm, bool close_connection, bool& connection_closed)>;
-  // Looks at a head before its body is read: an error refuses the request (and
-  // closes the connection) without reading the body. Used for the API key.
-  using Screen = std::function<std::optional<FramingError>(const RequestHead& head)>;
+  // Looks at a head before its body is read (request_reader.h). Used for the API key.
+  using Screen = RequestReader::Screen;
   // The JSON body of an error the front answers itself.
   using ErrorBody = std::function<std::string(const FramingError& err)>;
 
@@ -79,4 +81,4 @@ class HttpFront {
   std::atomic<int> busy_{0};
 };
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

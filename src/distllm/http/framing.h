@@ -2,11 +2,12 @@
 //
 // cpp-httplib 0.11 (Debian's) reads chunked bodies without a size limit, accepts
 // Content-Length together with Transfer-Encoding and conflicting Content-Length
-// values, and refuses form-encoded bodies over 8 KB with a 413. So the server's
-// front (http_front.h) reads every request itself: the head is parsed and judged
-// here (RFC 9112 §6.3), the body is read under the size limit (chunked bodies
-// decoded as they arrive), and httplib then gets one canonical request: the same
-// head without Transfer-Encoding/Expect, with one Content-Length, and the body.
+// values, and refuses form-encoded bodies over 8 KB with a 413. So the HTTP front
+// (front.h, shared by `distllm serve` and `distllm route`) reads every request
+// itself: the head is parsed and judged here (RFC 9112 §6.3), the body is read
+// under the size limit (chunked bodies decoded as they arrive, request_reader.h),
+// and httplib then gets one canonical request: the same head without
+// Transfer-Encoding/Expect, with one Content-Length, and the body.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace distllm::serve::api {
+namespace distllm::http {
 
 // A request the front refuses itself, with the status to answer. After it the
 // connection is closed (its framing can no longer be trusted).
@@ -73,4 +74,4 @@ std::string closing_response(int status, std::string_view json_body, std::string
 
 const char* status_reason(int status);
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

@@ -1,4 +1,4 @@
-#include "distllm/serve/api/bench_stats.h"
+#include "distllm/client/bench_stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "distllm/base/error.h"
 
-namespace distllm::serve::api {
+namespace distllm::client {
 
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
@@ -126,4 +126,4 @@ std::string format_report(const BenchSummary& s) {
   return out;
 }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

@@ -8,10 +8,10 @@
 
 #include <string>
 
-namespace distllm::serve::api {
+namespace distllm::http {
 
 // True when the peer closed or reset the connection (never blocks). A socket with
 // unread request bytes (pipelining) counts as alive.
 bool peer_closed(int fd);
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

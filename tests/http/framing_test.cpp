@@ -1,9 +1,9 @@
 // The framing rules without sockets: heads, chunked bodies fed in every split.
 #include <gtest/gtest.h>
 
-#include "distllm/serve/api/http_framing.h"
+#include "distllm/http/framing.h"
 
-namespace distllm::serve::api {
+namespace distllm::http {
 namespace {
 
 HeadStatus parse(const std::string& text, RequestHead& head, FramingError& err, size_t* len = nullptr) {
@@ -107,4 +107,4 @@ TEST(HttpFraming, CanonicalRequestHasOneLengthAndJsonForForms) {
 }
 
 }  // namespace
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

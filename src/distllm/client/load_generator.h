@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "distllm/serve/api/bench_stats.h"
+#include "distllm/client/bench_stats.h"
 
-namespace distllm::serve::api {
+namespace distllm::client {
 
 struct LoadConfig {
   std::string base_url = "http://127.0.0.1:8000";
@@ -61,4 +61,4 @@ std::string load_request_body(const LoadConfig& config, const std::string& model
 // its first (test) request fails.
 LoadResult run_load(const LoadConfig& config, const std::function<void(int done)>& progress = nullptr);
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

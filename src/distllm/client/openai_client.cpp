@@ -1,10 +1,10 @@
-#include "distllm/serve/api/openai_client.h"
+#include "distllm/client/openai_client.h"
 
 #include <httplib.h>
 
 #include "distllm/base/error.h"
 
-namespace distllm::serve::api {
+namespace distllm::client {
 namespace {
 
 httplib::Client make_client(const std::string& base_url, double timeout) {
@@ -133,4 +133,4 @@ bool SseParser::feed(const char* data, size_t n, const std::function<bool(const 
   }
 }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client

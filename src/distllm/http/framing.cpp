@@ -1,9 +1,9 @@
-#include "distllm/serve/api/http_framing.h"
+#include "distllm/http/framing.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace distllm::serve::api {
+namespace distllm::http {
 namespace {
 
 constexpr size_t kMaxChunkLine = 1024;       // "size;extensions\r\n"
@@ -291,4 +291,4 @@ std::string closing_response(int status, std::string_view json_body, std::string
   return out;
 }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

@@ -1,4 +1,4 @@
-#include "distllm/serve/api/http_front.h"
+#include "distllm/http/front.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,7 +23,7 @@
 #include "distllm/base/log.h"
 #include "distllm/base/timer.h"
 
-namespace distllm::serve::api {
+namespace distllm::http {
 namespace {
 
 constexpr size_t kReadChunk = 64u << 10;
@@ -128,15 +129,13 @@ struct Connection {
   // received yet; kBusy: a worker answers it (not watched by epoll); kClosing:
   // refused, dropping input until the client closes or the linger time passes.
   enum class Phase { kIdle, kHead, kBody, kBusy, kClosing };
+  Connection(ReaderLimits limits, const RequestReader::Screen* screen) : reader(limits, screen) {}
   int fd = -1;
   std::string ip, local_ip;
   int port = 0, local_port = 0;
   Phase phase = Phase::kHead;
   bool watched = false;  // registered with epoll
-  std::string in;        // received, not yet consumed
-  RequestHead head;
-  ChunkedDecoder chunks;
-  std::string body;
+  RequestReader reader;
   double deadline = kNever;
   int served = 0;
   size_t dropped = 0;  // bytes read and thrown away while closing
@@ -274,7 +273,7 @@ struct HttpFront::Impl {
       // first, up to 40 ms on every request of a keep-alive connection.
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      auto c = std::make_unique<Connection>();
+      auto c = std::make_unique<Connection>(ReaderLimits{limits.max_head_bytes, limits.max_body_bytes}, &screen);
       c->fd = fd;
       c->ip = std::move(ip);
       c->port = port;
@@ -302,8 +301,7 @@ struct HttpFront::Impl {
   void linger_close(Connection& c) {
     ::shutdown(c.fd, SHUT_WR);
     c.phase = Connection::Phase::kClosing;
-    std::string().swap(c.in);
-    std::string().swap(c.body);
+    c.reader.discard();
     set_watched(c, true);
     set_deadline(c, now_seconds() + kLingerSeconds);
   }
@@ -319,61 +317,30 @@ struct HttpFront::Impl {
   bool advance(Connection& c) {
     using Phase = Connection::Phase;
     if (c.phase == Phase::kIdle) {
-      if (c.in.empty()) return true;
+      if (!c.reader.has_input()) return true;
       c.phase = Phase::kHead;
       set_deadline(c, now_seconds() + limits.header_timeout_s);
     }
-    if (c.phase == Phase::kHead) {
-      FramingError err;
-      size_t head_len = 0;
-      HeadStatus st = parse_request_head(c.in, limits.max_head_bytes, c.head, head_len, err);
-      if (st == HeadStatus::kIncomplete) return true;
-      if (st == HeadStatus::kError) {
-        refuse(c, err);
-        return false;
-      }
-      c.in.erase(0, head_len);
-      if (std::optional<FramingError> no = screen ? screen(c.head) : std::nullopt) {
-        refuse(c, *no);  // before a single byte of the body is read
-        return false;
-      }
-      if (!c.head.chunked && c.head.content_length > limits.max_body_bytes) {
-        refuse(c, FramingError{413,
-                               "The request body is larger than the limit of " +
-                                   std::to_string(limits.max_body_bytes) + " bytes.",
-                               "request_too_large"});
-        return false;
-      }
-      if (c.head.expect_continue && (c.head.chunked || c.head.content_length > 0) && c.in.empty()) {
-        static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        [[maybe_unused]] ssize_t n = ::send(c.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-      }
-      c.body.clear();
-      c.chunks = ChunkedDecoder();
-      c.phase = Phase::kBody;
-      set_deadline(c, now_seconds() + limits.body_timeout_s);
-    }
-    if (c.phase == Phase::kBody) {
-      if (c.head.chunked) {
-        FramingError err;
-        size_t used = 0;
-        ChunkedDecoder::Status st = c.chunks.feed(c.in, used, c.body, limits.max_body_bytes, err);
-        c.in.erase(0, used);
-        if (st == ChunkedDecoder::Status::kError) {
-          refuse(c, err);
+    while (true) {
+      switch (c.reader.next()) {
+        case RequestReader::Event::kNeedMore:
+          return true;
+        case RequestReader::Event::kError:
+          refuse(c, c.reader.error());  // before a single byte of a screened-out body is read
           return false;
-        }
-        if (st == ChunkedDecoder::Status::kNeedMore) return true;
-      } else {
-        size_t take = std::min(static_cast<size_t>(c.head.content_length - c.body.size()), c.in.size());
-        c.body.append(c.in, 0, take);
-        c.in.erase(0, take);
-        if (c.body.size() < c.head.content_length) return true;
+        case RequestReader::Event::kHeadDone:
+          if (c.reader.wants_continue()) {
+            static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            [[maybe_unused]] ssize_t n = ::send(c.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          }
+          c.phase = Phase::kBody;
+          set_deadline(c, now_seconds() + limits.body_timeout_s);
+          continue;
+        case RequestReader::Event::kRequest:
+          dispatch(c);
+          return false;
       }
-      dispatch(c);
-      return false;
     }
-    return c.phase != Phase::kBusy;
   }
 
   void dispatch(Connection& c) {
@@ -381,9 +348,8 @@ struct HttpFront::Impl {
     c.phase = Connection::Phase::kBusy;
     c.deadline = kNever;
     front.busy_++;
-    bool close = draining || !c.head.keep_alive || ++c.served >= limits.max_requests_per_connection;
-    std::string request = canonical_request(c.head, c.body);
-    std::string().swap(c.body);
+    bool close = draining || !c.reader.head().keep_alive || ++c.served >= limits.max_requests_per_connection;
+    std::string request = c.reader.take_request();
     Connection* cp = &c;
     pool->enqueue([this, cp, close, request = std::move(request)]() mutable {
       ConnectionStream strm(cp->fd, std::move(request), limits.write_timeout_s, cp->ip, cp->port, cp->local_ip,
@@ -417,7 +383,7 @@ struct HttpFront::Impl {
           }
           continue;
         }
-        c.in.append(scratch.data(), static_cast<size_t>(n));
+        c.reader.append(std::string_view(scratch.data(), static_cast<size_t>(n)));
         if (!advance(c)) return;
         continue;
       }
@@ -448,12 +414,12 @@ struct HttpFront::Impl {
       c->phase = Connection::Phase::kIdle;
       set_deadline(*c, now_seconds() + limits.keep_alive_timeout_s);
       set_watched(*c, true);
-      if (!c->in.empty()) advance(*c);  // a pipelined request already read
+      if (c->reader.has_input()) advance(*c);  // a pipelined request already read
     }
     if (drain) {
       std::vector<Connection*> idle;
       for (auto& [fd, c] : conns)
-        if (c->phase == Connection::Phase::kIdle && c->in.empty()) idle.push_back(c.get());
+        if (c->phase == Connection::Phase::kIdle && !c->reader.has_input()) idle.push_back(c.get());
       for (Connection* c : idle) close_conn(*c);
     }
     return stop;
@@ -474,7 +440,8 @@ struct HttpFront::Impl {
       else next_deadline = std::min(next_deadline, c->deadline);
     }
     for (Connection* c : expired) {
-      bool mid_request = (c->phase == Connection::Phase::kHead && !c->in.empty()) || c->phase == Connection::Phase::kBody;
+      bool mid_request =
+          (c->phase == Connection::Phase::kHead && c->reader.has_input()) || c->phase == Connection::Phase::kBody;
       if (mid_request) {
         double limit = c->phase == Connection::Phase::kBody ? limits.body_timeout_s : limits.header_timeout_s;
         refuse(*c, FramingError{408, strprintf("the request was not received within %g s", limit), "request_timeout"});
@@ -550,4 +517,4 @@ void HttpFront::set_draining() {
 
 int HttpFront::current_socket() { return t_current_socket; }
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::http

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace distllm::serve::api {
+namespace distllm::client {
 
 struct RequestRecord {
   bool success = false;
@@ -54,4 +54,4 @@ BenchSummary summarize(const std::vector<RequestRecord>& records, double duratio
 Slo parse_slo(const std::vector<std::string>& items);
 std::string format_report(const BenchSummary& s);
 
-}  // namespace distllm::serve::api
+}  // namespace distllm::client
