@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "distllm/http/openai_error.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -35,12 +37,12 @@ TEST(Protocol, NumberOverflowIsA400) {
 }
 
 TEST(Protocol, ErrorBodiesHaveOpenAIShape) {
-  Json e = error_body(429, "busy", "", "rate_limit_exceeded");
+  Json e = http::openai_error(429, "busy", "", "rate_limit_exceeded");
   EXPECT_EQ(e["error"]["type"], "rate_limit_error");
   EXPECT_TRUE(e["error"]["param"].is_null());
   EXPECT_EQ(e["error"]["code"], "rate_limit_exceeded");
-  EXPECT_EQ(error_body(400, "x", "max_tokens")["error"]["param"], "max_tokens");
-  EXPECT_EQ(error_body(503, "x")["error"]["type"], "server_error");
+  EXPECT_EQ(http::openai_error(400, "x", "max_tokens")["error"]["param"], "max_tokens");
+  EXPECT_EQ(http::openai_error(503, "x")["error"]["type"], "server_error");
 }
 
 TEST(Protocol, TokenDisplayReplacesBrokenUtf8) {

@@ -269,18 +269,6 @@ void require_object(const Json& body) {
 
 }  // namespace
 
-Json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
-  const char* type = status == 401   ? "authentication_error"
-                     : status == 404 ? "not_found_error"
-                     : status == 429 ? "rate_limit_error"
-                     : status >= 500 ? "server_error"
-                                     : "invalid_request_error";
-  Json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
-  if (!param.empty()) err["param"] = param;
-  if (!code.empty()) err["code"] = code;
-  return Json{{"error", err}};
-}
-
 Json parse_body(const std::string& body) {
   try {
     return structured::parse_ordered_json(body);  // linear in the keys, unlike Json::parse

@@ -40,8 +40,6 @@ class ApiError : public std::runtime_error {
   std::string code_;
 };
 
-// The error body for `status` (type chosen from the status as OpenAI does).
-Json error_body(int status, const std::string& message, const std::string& param = "", const std::string& code = "");
 
 // Parses a request body; malformed JSON (including invalid UTF-8) is a 400.
 Json parse_body(const std::string& body);
