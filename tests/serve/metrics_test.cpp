@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "distllm/serve/metrics.h"
+#include "distllm/serve/stats_logger.h"
 
 namespace distllm::serve {
 namespace {
@@ -73,6 +74,24 @@ TEST(Metrics, RendersEveryMetricWithPrefixAndLabels) {
   EXPECT_NE(text.find("# TYPE distllm:time_to_first_token_seconds histogram\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE distllm:prompt_tokens_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE distllm:kv_cache_usage_perc gauge\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace distllm::serve
+
+namespace distllm::serve {
+namespace {
+
+TEST(StatsLogger, ThroughputLineSaysWhatChangedAndNothingWhenIdle) {
+  MetricsSnapshot a, b;
+  EXPECT_EQ(throughput_line(a, b, 10.0), "");  // idle: no line
+  b.prompt_tokens = 500, b.generation_tokens = 120, b.running = 3, b.waiting = 1, b.kv_usage = 0.25;
+  b.prefix_query_tokens = 400, b.prefix_hit_tokens = 100, b.preemptions = 2;
+  EXPECT_EQ(throughput_line(a, b, 10.0),
+            "serve: prompt 50.0 tokens/s, generation 12.0 tokens/s, running 3, waiting 1, KV cache 25.0% used, "
+            "prefix cache hit rate 25.0%, 2 preemptions");
+  a = b;  // nothing new, but requests still running: the line stays
+  EXPECT_EQ(throughput_line(a, b, 5.0).rfind("serve: prompt 0.0 tokens/s, generation 0.0 tokens/s, running 3", 0), 0u);
 }
 
 }  // namespace

@@ -67,6 +67,12 @@ def greedy(url, key):
     return out
 
 
+def fingerprint(url, key):
+    status, body = request(url, "/v1/completions", {"model": "m", "prompt": "hi", "max_tokens": 1}, key)
+    assert status == 200, body
+    return json.loads(body).get("system_fingerprint")
+
+
 def metric(url, name):
     _, text = request(url, "/metrics")
     m = re.search(r"^distllm:%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M)
@@ -89,9 +95,11 @@ def main():
         ref_proc.wait(timeout=30)
 
         log_path = os.path.join(tmp, "serve.log")
-        proc, url = start(distllm, model, log_path, ["--watch", "--watch-interval", "0.2", "--api-key", KEY])
+        proc, url = start(distllm, model, log_path, ["--watch", "--watch-interval", "0.2", "--api-key", KEY,
+                                                     "--log-stats-interval", "0.5"])
         procs.append(proc)
         old = greedy(url, KEY)
+        assert fingerprint(url, KEY) == "distllm-v1"
         assert sum(a != b for a, b in zip(old, ref_new)) >= 2, (old, ref_new)
         assert metric(url, "model_version") == 1
 
@@ -136,8 +144,15 @@ def main():
         assert not failures, failures[:3]
         assert done[0] >= 10, done[0]
         assert greedy(url, KEY) == ref_new
+        # Responses say which model version answered; the log has a line per request
+        # and throughput lines while busy.
+        assert fingerprint(url, KEY) == "distllm-v2"
         log = open(log_path).read()
         assert re.search(r"reloaded .* in [0-9.]+ s", log), log
+        assert re.search(r"serve: request cmpl-\S+ \(completion\): (stop|length); prompt \d+ tokens \(\d+ cached\), "
+                         r"completion \d+, [0-9.]+ s, distllm-v2", log), log[-3000:]
+        assert re.search(r"serve: prompt [0-9.]+ tokens/s, generation [0-9.]+ tokens/s, running \d+, waiting \d+, "
+                         r"KV cache [0-9.]+% used", log), log[-3000:]
 
         # The admin endpoint needs the key.
         status, body = request(url, "/admin/reload", None, None)

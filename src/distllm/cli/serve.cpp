@@ -28,6 +28,7 @@
 #include "distllm/serve/model_reloader.h"
 #include "distllm/serve/model_watch.h"
 #include "distllm/serve/reloadable_engine.h"
+#include "distllm/serve/stats_logger.h"
 #include "distllm/serve/tokenizer_codec.h"
 #include "distllm/serve/tp_runner.h"
 #include "distllm/train/model_conversion.h"
@@ -50,6 +51,9 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
   std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
   scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* and /admin/* (without it, both are open)");
+  scfg.log_requests = !args.get_flag("disable-log-requests", "no log line per request");
+  const double log_stats_interval = args.get_double(
+      "log-stats-interval", 10, "seconds between throughput lines in the log while busy (0: none)");
   http::FrontLimits edge = read_http_edge_flags(args);
   scfg.http_threads = static_cast<int>(args.get_int("http-threads", 0, "HTTP worker threads (0: running + queued + 16)"));
   double drain_timeout = args.get_double("drain-timeout", 30, "on SIGTERM/SIGINT, seconds running requests may finish");
@@ -112,6 +116,7 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
   DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);
+  DL_CHECK(log_stats_interval >= 0, "--log-stats-interval must be >= 0, got %g", log_stats_interval);
   check_http_edge_flags(edge, "serve");
   scfg.max_body_bytes = edge.max_body_bytes;
   scfg.header_timeout_s = edge.header_timeout_s;
@@ -256,7 +261,10 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
            startup.seconds() - t_engine);
   std::printf("listening on http://%s:%d\n", scfg.host.c_str(), port);
   std::fflush(stdout);
+  std::unique_ptr<serve::StatsLogger> stats_log;
+  if (log_stats_interval > 0) stats_log = std::make_unique<serve::StatsLogger>(metrics, log_stats_interval);
   server.serve();
+  stats_log.reset();
   reloader.stop_watching();
   engine.stop();
   if (tp_leader) tp_leader->shutdown_workers();

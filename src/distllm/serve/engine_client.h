@@ -112,6 +112,9 @@ class EngineClient {
   virtual const TextCodec& codec() const = 0;
   virtual EngineStats stats() const = 0;
   virtual bool wait_idle(double timeout_seconds) = 0;
+  // OpenAI's system_fingerprint for a response to request `id`: which model
+  // version answered (a hot reload changes it). "" when there is only one.
+  virtual std::string fingerprint(uint64_t /*id*/) const { return ""; }
 };
 
 }  // namespace distllm::serve

@@ -194,4 +194,8 @@ bool ReloadableEngine::wait_idle(double timeout_seconds) {
   return true;
 }
 
+std::string ReloadableEngine::fingerprint(uint64_t id) const {
+  return strprintf("distllm-v%lld", static_cast<long long>(id >> kVersionShift));
+}
+
 }  // namespace distllm::serve

@@ -59,6 +59,8 @@ class ReloadableEngine : public EngineClient {
   void stop();
 
   int64_t version() const;
+  // "distllm-v3": the model version that runs request `id`.
+  std::string fingerprint(uint64_t id) const override;
   // Engines still finishing requests of earlier versions.
   int retiring() const;
   // The serving engine (tests); nullptr before install().

@@ -50,7 +50,16 @@ http::FrontLimits front_limits(const ApiServerConfig& c, int workers) {
 // One API request's generation: its engine requests (one per choice) and what
 // they have produced so far.
 struct Generation {
+  // One log line when the request's last reference goes (answered, streamed to the
+  // end, or cut off by its client).
+  ~Generation() {
+    if (log && !ids.empty()) log_done();
+  }
+
   EngineClient* engine = nullptr;
+  bool log = false;
+  double started = 0;
+  std::string fingerprint;  // which model version answers (hot reloads change it)
   std::shared_ptr<OutputQueue> queue = std::make_shared<OutputQueue>();
   std::vector<uint64_t> ids;
   bool chat = false;
@@ -131,7 +140,23 @@ struct Generation {
   }
 
   Json chunk_base() const {
-    return Json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+    Json c{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+    if (!fingerprint.empty()) c["system_fingerprint"] = fingerprint;
+    return c;
+  }
+
+  void log_done() const {
+    std::string finishes;
+    for (size_t i = 0; i < num_choices(); ++i) {
+      const FinishReason r = choices[i].finish;
+      finishes += std::string(i ? "," : "") + (r == FinishReason::kNone ? "unfinished (client gone)"
+                                                                        : finish_reason_name(r));
+    }
+    const Usage u = usage();
+    LOG_INFO("serve: request %s (%s%s): %s; prompt %lld tokens (%lld cached), completion %lld, %.3f s%s%s",
+             id.c_str(), chat ? "chat" : "completion", stream ? ", stream" : "", finishes.c_str(),
+             (long long)u.prompt_tokens, (long long)u.cached_tokens, (long long)u.completion_tokens,
+             now_seconds() - started, fingerprint.empty() ? "" : ", ", fingerprint.c_str());
   }
 };
 
@@ -228,13 +253,17 @@ class Server {
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     auto gen = std::make_shared<Generation>();
     if (std::string id = client_request_id(req.get_header_value("X-Request-Id")); !id.empty()) res.set_header("X-Request-Id", id);
+    gen->started = now_seconds();
     try {
       prepare(req, *gen, chat);
     } catch (const ApiError& e) {
       send_error(res, e.status(), e.what(), e.param(), e.code());
       if (e.status() == 429) res.set_header("Retry-After", "1");
+      if (config_.log_requests)
+        LOG_INFO("serve: %s request refused with %d: %s", chat ? "chat" : "completion", e.status(), e.what());
       return;
     }
+    gen->log = config_.log_requests;
     if (gen->stream) {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
@@ -376,6 +405,7 @@ class Server {
     pull_prefill_kv(req, reqs);
     try {
       gen.ids = engine_.submit(std::move(reqs), gen.queue);
+      if (!gen.ids.empty()) gen.fingerprint = engine_.fingerprint(gen.ids.front());
     } catch (const RequestError& e) {
       const char* code = e.status() == 429 ? "rate_limit_exceeded" : e.status() == 503 ? "engine_unavailable" : "invalid_request_error";
       throw ApiError(e.status(), e.what(), "", code);
@@ -444,6 +474,7 @@ class Server {
                 {"model", gen.model},
                 {"choices", choices},
                 {"usage", usage_json(gen.usage())}};
+    if (!gen.fingerprint.empty()) out["system_fingerprint"] = gen.fingerprint;
     res.set_content(dump(out), "application/json");
   }
 

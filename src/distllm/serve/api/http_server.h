@@ -36,6 +36,7 @@ struct ApiServerConfig {
   std::string model_name = "model";
   std::string api_key;  // non-empty: /v1/* and /admin/* need "Authorization: Bearer <key>"
   size_t max_body_bytes = 2u << 20;
+  bool log_requests = true;  // one log line per request when it ends (vLLM's --disable-log-requests turns it off)
   int http_threads = 0;  // 0: enough for every running and queued request, plus 16
   double header_timeout_s = 10;      // a request's head must arrive within this
   double body_timeout_s = 30;        // and its body within this after the head
