@@ -70,7 +70,16 @@ std::string TrainCheckpointer::describe(const checkpoint::SaveResult& r) {
   if (!r.error.empty())
     return strprintf("checkpoint FAILED at step %lld (training goes on; the previous checkpoint is kept): %s",
                      (long long)r.step, r.error.c_str());
-  return strprintf("checkpoint saved: %s (copy %.1f ms, write %.2f s)", r.dir.c_str(), r.copy_s * 1e3, r.write_s);
+  std::string line =
+      strprintf("checkpoint saved: %s (copy %.1f ms, write %.2f s)", r.dir.c_str(), r.copy_s * 1e3, r.write_s);
+  if (!r.latest_error.empty()) {
+    // The checkpoint is complete and resumable; only the pointer to it is not.
+    line += strprintf("; only the `latest` pointer could not be updated (%s): ", r.latest_error.c_str());
+    line += r.latest_kept ? strprintf("it still names the previous checkpoint, so resume this one with --resume %s",
+                                      r.dir.c_str())
+                          : "it was removed, so --resume auto takes the newest checkpoint of this run, this one";
+  }
+  return line;
 }
 
 int64_t TrainCheckpointer::resume(Trainer& trainer) {
@@ -125,7 +134,10 @@ std::string TrainCheckpointer::after_step(Trainer& trainer, bool force) {
   checkpoint::SaveResult r;
   r.step = step;
   try {
-    r.dir = store_->save(req, spans, shard);
+    checkpoint::Published p = store_->save(req, spans, shard);
+    r.dir = p.dir;
+    r.latest_error = p.latest_error;
+    r.latest_kept = p.latest_kept;
   } catch (const checkpoint::SaveError& e) {
     r.error = e.what();
   }
