@@ -187,7 +187,11 @@ Published CheckpointStore::save(const SaveRequest& request, const std::vector<Pa
         published.latest_kept = ::unlink(latest.c_str()) != 0 && errno != ENOENT;
         fsync_directory(dir_);
       }
-      apply_retention(request.step, request.header.run_id);
+      try {
+        apply_retention(request.step, request.header.run_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: %s: retention after saving %s failed: %s\n", dir_.c_str(), name.c_str(), e.what());
+      }
     }
   }
   error = broadcast_text(g, error);
