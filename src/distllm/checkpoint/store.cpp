@@ -190,7 +190,8 @@ Published CheckpointStore::save(const SaveRequest& request, const std::vector<Pa
       try {
         apply_retention(request.step, request.header.run_id);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "warning: %s: retention after saving %s failed: %s\n", dir_.c_str(), name.c_str(), e.what());
+        std::fprintf(stderr, "warning: %s: retention after saving %s failed: %s\n", dir_.c_str(), name.c_str(),
+                     e.what());
       }
     }
   }

@@ -265,7 +265,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   ck.resume_other_run = args.get_flag("resume-other-run", "let --resume continue a checkpoint written with other "
                                                           "settings (seed, data, learning rate or schedule, "
                                                           "optimizer) with this run's settings");
-  ck.retention.keep_last = args.get_int_in("keep-last", 3, 0, 1 << 20, "this run's checkpoints to keep (the newest; other runs' are never removed)");
+  ck.retention.keep_last = args.get_int_in("keep-last", 3, 0, 1 << 20,
+                                           "this run's checkpoints to keep (the newest; other runs' are never removed)");
   ck.retention.keep_every = args.get_int("keep-every", 0, "also keep every checkpoint whose step is a multiple of M");
   ck.async = parse_bool("checkpoint-async", args.get_string("checkpoint-async", "true",
                                                             "write checkpoints in the background (true|false)"));

@@ -169,7 +169,8 @@ int64_t TrainCheckpointer::resume(Trainer& trainer) {
   }
   const std::string* dir = &choice.dir;
   if (automatic) {
-    const std::string latest_name = choice.latest.empty() ? "" : std::filesystem::path(choice.latest).filename().string();
+    const std::string latest_name =
+        choice.latest.empty() ? "" : std::filesystem::path(choice.latest).filename().string();
     if (choice.dir == choice.latest) {
       resumed_how_ = "named by `latest`";
     } else if (choice.latest.empty()) {
@@ -177,8 +178,8 @@ int64_t TrainCheckpointer::resume(Trainer& trainer) {
     } else {
       bool passed = false;
       for (const auto& p : choice.passed_over) passed |= p.first == choice.latest;
-      resumed_how_ = strprintf("the newest checkpoint this run can continue; `latest` names %s, %s", latest_name.c_str(),
-                               passed ? "which was skipped (see above)" : "which does not exist");
+      resumed_how_ = strprintf("the newest checkpoint this run can continue; `latest` names %s, %s",
+                               latest_name.c_str(), passed ? "which was skipped (see above)" : "which does not exist");
     }
   }
   checkpoint::CheckpointReader reader = checkpoint::CheckpointReader::open(*dir);
