@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints under faults, through `distllm train` and `distllm convert`:
-# a disk that fills up during a save, kill -9 during a save, a flipped byte, a
-# truncated manifest, and conversion to and from Hugging Face model directories.
+# a disk that fills up during a save, no room left for `latest`, kill -9 during a
+# save, a flipped byte, a truncated manifest, and conversion to and from Hugging
+# Face model directories.
 #   fault_cli_test.sh DISTLLM
 set -euo pipefail
 D="$(realpath "$1")"
@@ -81,6 +82,39 @@ grep -Eq "^step +8/8" "$T/full.out" || fail "training did not go on to step 8"
 [ "$(cat "$T/full.latest")" = "step_00000004" ] || fail "latest is $(cat "$T/full.latest"), not the last complete step 4"
 [ "$(cat "$T/full.rc")" != 0 ] || fail "a run whose final checkpoint failed exited 0"
 grep -q "the final checkpoint could not be written; the newest complete one is step 4" "$T/full.out" || fail "no final error"
+
+echo "== no room for \`latest\` (tmpfs out of inodes): the checkpoint is reported saved, and resume auto takes it"
+# Measure the inodes of one checkpoint and of the folder with it, then allow exactly
+# one checkpoint more: step 4 is written whole, and only the temporary file that
+# would replace \`latest\` finds no room.
+MC=("${M[@]}" --schedule constant)  # --steps may grow when it resumes
+"$D" train "${MC[@]}" --steps 6 > "$T/ref_c.out" 2>&1 || { cat "$T/ref_c.out"; fail "constant reference failed"; }
+set +e
+"${ns[@]}" bash -c "
+  mount -t tmpfs -o size=8m tmpfs '$T/small' || exit 90
+  '$D' train ${MC[*]} --steps 2 --checkpoint-dir '$T/small/ck' > /dev/null 2>&1 || exit 91
+  used=\$(df --output=iused '$T/small' | tail -1)
+  per=\$(find '$T/small/ck/step_00000002' | wc -l)
+  umount '$T/small'
+  mount -t tmpfs -o size=8m,nr_inodes=\$((used + per)) tmpfs '$T/small' || exit 92
+  '$D' train ${MC[*]} --steps 4 --checkpoint-dir '$T/small/ck' --checkpoint-every 2 > '$T/inodes.out' 2>&1
+  echo \$? > '$T/inodes.rc'
+  cp -a '$T/small/ck' '$T/ck_inodes'
+  exit 0"
+ns_rc=$?
+set -e
+[ $ns_rc -eq 0 ] || fail "mount namespace step failed ($ns_rc; 90/92: no tmpfs, 91: the measuring run failed)"
+grep -q "checkpoint saved: $T/small/ck/step_00000004 .*; only the \`latest\` pointer could not be updated (.*No space left on device): it was removed, so --resume auto takes the newest checkpoint of this run, this one" \
+  "$T/inodes.out" || { cat "$T/inodes.out"; fail "the save of step 4 was not reported as saved with \`latest\` not updated"; }
+! grep -q "FAILED\|not saved\|could not be written" "$T/inodes.out" || { cat "$T/inodes.out"; fail "a saved checkpoint was reported as not saved"; }
+[ "$(cat "$T/inodes.rc")" = 0 ] || { cat "$T/inodes.out"; fail "the run whose final checkpoint was saved exited $(cat "$T/inodes.rc")"; }
+[ ! -e "$T/ck_inodes/latest" ] || fail "\`latest\` was left naming $(cat "$T/ck_inodes/latest")"
+"$D" train "${MC[@]}" --steps 6 --checkpoint-dir "$T/ck_inodes" --resume auto > "$T/inodes_resumed.out" 2>&1 \
+  || { cat "$T/inodes_resumed.out"; fail "resume failed"; }
+grep -q "resumed from $T/ck_inodes at step 4 (the newest checkpoint this run can continue; there is no \`latest\`)" \
+  "$T/inodes_resumed.out" || { cat "$T/inodes_resumed.out"; fail "resume auto did not take step 4"; }
+[ "$(losses_from "$T/inodes_resumed.out" 4)" = "$(losses_from "$T/ref_c.out" 4)" ] || fail "resumed losses differ"
+[ "$(cat "$T/ck_inodes/latest")" = "step_00000006" ] || fail "the next save did not write \`latest\` again"
 
 echo "== convert: checkpoint -> HF equals --out; HF -> checkpoint resumes"
 "$D" train "${M[@]}" --steps 4 --checkpoint-dir "$T/ck4" --out "$T/out4" > "$T/c.out" 2>&1 || { cat "$T/c.out"; fail "train failed"; }

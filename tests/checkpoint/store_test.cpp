@@ -61,7 +61,7 @@ std::string save(CheckpointStore& store, int64_t step, const std::vector<float>&
   ShardData d;
   d.begin = 0, d.end = kTotal;
   d.states = {{"param", p.data()}, {"exp_avg", m.data()}};
-  return store.save(request(step), layout(), d);
+  return store.save(request(step), layout(), d).dir;
 }
 
 std::string slurp(const std::string& path) { return read_file(path); }
@@ -220,6 +220,107 @@ TEST(CheckpointStore, AsyncSaveCopiesThenWritesInTheBackground) {
   std::vector<float> got(kTotal);
   CheckpointReader::open(r.dir).read("param", layout(), 0, kTotal, got.data());
   EXPECT_EQ(got, original);
+}
+
+// ---- which checkpoint to resume, whose checkpoints retention may remove ----
+
+// A save by the run `run_id`.
+Published save_by(CheckpointStore& store, int64_t step, const std::string& run_id) {
+  std::vector<float> p = values(static_cast<float>(step)), m = values(0);
+  SaveRequest r = request(step);
+  r.header.run_id = run_id;
+  return store.save(r, layout(), ShardData{0, kTotal, {{"param", p.data()}, {"exp_avg", m.data()}}});
+}
+
+std::vector<std::string> step_names(const CheckpointStore& store) {
+  std::vector<std::string> names;
+  for (const auto& d : store.list()) names.push_back(fs::path(d).filename().string());
+  return names;
+}
+
+TEST(CheckpointStore, AutoTakesWhatLatestNamesThenTheNewestTheCheckAccepts) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{5, 0});
+  for (int64_t step : {2, 4, 6}) save_by(store, step, step == 4 ? "other" : "mine");
+  EXPECT_EQ(store.resume_order(), (std::vector<std::string>{t.path() + "/step_00000006", t.path() + "/step_00000004",
+                                                            t.path() + "/step_00000002"}));
+  // A rollback: `latest` names an older checkpoint, which is taken although newer ones exist.
+  write_file_atomic(t.path() + "/latest", "step_00000002\n");
+  ResumeChoice c = store.choose_resume("auto");
+  EXPECT_EQ(c.dir, t.path() + "/step_00000002");
+  EXPECT_EQ(c.latest, t.path() + "/step_00000002");
+  EXPECT_TRUE(c.passed_over.empty());
+
+  // `latest` names one the caller refuses: the newest it accepts, the refused ones listed in order.
+  write_file_atomic(t.path() + "/latest", "step_00000004\n");
+  auto mine_only = [](const CheckpointReader& r) {
+    DL_CHECK(r.manifest().run_id == "mine", "run %s", r.manifest().run_id.c_str());
+  };
+  c = store.choose_resume("auto", mine_only);
+  EXPECT_EQ(c.dir, t.path() + "/step_00000006");
+  ASSERT_EQ(c.passed_over.size(), 1u);
+  EXPECT_EQ(c.passed_over[0].first, t.path() + "/step_00000004");
+  EXPECT_EQ(c.passed_over[0].second, "run other");
+
+  // None accepted: none chosen, every one listed with why (latest's first).
+  c = store.choose_resume("auto", [](const CheckpointReader&) { throw Error("not this run"); });
+  EXPECT_EQ(c.dir, "");
+  ASSERT_EQ(c.passed_over.size(), 3u);
+  EXPECT_EQ(c.passed_over[0].first, t.path() + "/step_00000004");
+  EXPECT_EQ(c.passed_over[1].first, t.path() + "/step_00000006");
+  // A step directory named explicitly must pass the check.
+  try {
+    store.choose_resume(t.path() + "/step_00000004", mine_only);
+    FAIL() << "a refused checkpoint was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resume from " + t.path() + "/step_00000004: run other"),
+              std::string::npos) << e.what();
+  }
+  // No `latest`, or one naming no step directory: the newest.
+  fs::remove(t.path() + "/latest");
+  EXPECT_EQ(store.choose_resume("auto").dir, t.path() + "/step_00000006");
+  write_file_atomic(t.path() + "/latest", "garbage\n");
+  EXPECT_EQ(store.choose_resume("auto").latest, "");
+  EXPECT_EQ(store.choose_resume("auto").dir, t.path() + "/step_00000006");
+}
+
+TEST(CheckpointStore, RetentionRemovesOnlyTheSavingRunsCheckpoints) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{1, 0});
+  save_by(store, 1, "old");
+  save_by(store, 2, "");  // written before runs had ids
+  // A checkpoint whose manifest does not parse: nobody's, kept.
+  make_directories(t.path() + "/step_00000003");
+  write_file_atomic(t.path() + "/step_00000003/manifest.json", "{\"run_id\": \"new");
+  save_by(store, 4, "new");
+  save_by(store, 5, "new");
+  EXPECT_EQ(step_names(store), (std::vector<std::string>{"step_00000005", "step_00000003", "step_00000002",
+                                                          "step_00000001"}))
+      << "only run new's step 4 may go";
+  // A run that continues unlabelled checkpoints owns them too.
+  store.set_own_runs({"new", ""});
+  save_by(store, 6, "new");
+  EXPECT_EQ(step_names(store), (std::vector<std::string>{"step_00000006", "step_00000003", "step_00000001"}));
+}
+
+TEST(CheckpointStore, ASaveThatCannotReplaceLatestIsStillPublished) {
+  TempDir t;
+  CheckpointStore store(t.path(), nullptr, Retention{5, 0});
+  save_by(store, 1, "r");
+  // A leftover temporary `latest` of a killed save is removed by the next save.
+  write_file_atomic(t.path() + "/latest.tmp.4194305", "step_00000001\n");
+  EXPECT_EQ(save_by(store, 2, "r").latest_error, "");
+  EXPECT_FALSE(fs::exists(t.path() + "/latest.tmp.4194305"));
+  // `latest` cannot be replaced (a non-empty folder in its place; ENOSPC in practice):
+  // the checkpoint is published all the same, and the outcome says what became of `latest`.
+  fs::remove(t.path() + "/latest");
+  make_directories(t.path() + "/latest/x");
+  Published p = save_by(store, 3, "r");
+  EXPECT_EQ(p.dir, t.path() + "/step_00000003");
+  EXPECT_NE(p.latest_error, "");
+  EXPECT_TRUE(p.latest_kept) << "a folder cannot be unlinked";
+  CheckpointReader::open(p.dir).verify_checksums();
+  EXPECT_EQ(store.choose_resume("auto").dir, p.dir) << "`latest` names nothing: the newest is taken";
 }
 
 

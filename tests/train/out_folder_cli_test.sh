@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `distllm train --out` never destroys data and fails before training, not after:
 # a data folder or "." is refused (kept intact), --overwrite replaces only model
-# files, a full or read-only filesystem is found at start, --clip -1 is refused.
+# files, a full or read-only filesystem is found at start, --clip -1 is refused, and
+# a kill -9 at start-up leaves no probe file beside --out.
 #   out_folder_cli_test.sh DISTLLM
 set -euo pipefail
 D="$(realpath "$1")"
@@ -44,6 +45,23 @@ echo "== --overwrite replaces only model files"
 echo "== --clip -1 is refused"
 ! "$D" train --text "$T/data/corpus.txt" "${M[@]}" --steps 1 --clip -1 > "$T/e.out" 2>&1 || fail "--clip -1 accepted"
 refused "must be >= 0" "$T/e.out"
+
+echo "== a kill -9 at start-up, while the output folder is probed, leaves nothing beside --out"
+command -v strace > /dev/null || fail "needs strace (Debian package strace) to kill the run at its probe"
+mkdir -p "$T/kill"
+# Probe files of processes that are gone (an older build's, killed) are removed by
+# the next run; one of a live process is not. No pid is above 4194304 (PID_MAX_LIMIT).
+touch "$T/kill/m.probe-4194305" "$T/kill/m.probe-$$"
+set +e
+# The probe is the first file the run fsyncs: SIGKILL it there.
+strace -f -qq -o "$T/kill.strace" -e trace=openat,fsync -e inject=fsync:signal=KILL:when=1 \
+  "$D" train --text "$T/data/corpus.txt" "${M[@]}" --steps 2 --out "$T/kill/m" > "$T/kill.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 137 ] || { cat "$T/kill.out"; fail "the run was not killed at its first fsync (exit $rc)"; }
+grep -q "$T/kill.*O_TMPFILE\|m\.probe-" "$T/kill.strace" || { cat "$T/kill.strace"; fail "the kill did not hit the probe"; }
+! grep -q "^step " "$T/kill.out" || fail "killed after training started, not at start-up"
+[ "$(ls -A "$T/kill")" = "m.probe-$$" ] || fail "left beside --out: $(ls -A "$T/kill" | tr '\n' ' ')"
 
 echo "== a full or read-only filesystem is found at start (tmpfs in a private mount namespace)"
 mkdir -p "$T/small"

@@ -33,7 +33,10 @@ double AsyncSaver::save(const SaveRequest& request, const std::vector<ParamSpan>
   thread_ = std::thread([this, request, layout, owned] {
     Timer t;
     try {
-      result_.dir = store_.save(request, layout, owned);
+      Published p = store_.save(request, layout, owned);
+      result_.dir = p.dir;
+      result_.latest_error = p.latest_error;
+      result_.latest_kept = p.latest_kept;
     } catch (const std::exception& e) {
       result_.error = e.what();
     }

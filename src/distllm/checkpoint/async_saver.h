@@ -20,6 +20,9 @@ struct SaveResult {
   int64_t step = -1;
   std::string dir;    // empty when it failed
   std::string error;  // why it failed
+  // Saved, but `latest` could not be replaced (store.h's Published).
+  std::string latest_error;
+  bool latest_kept = false;
   double copy_s = 0, write_s = 0;
 };
 

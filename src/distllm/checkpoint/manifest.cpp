@@ -38,6 +38,7 @@ std::string Manifest::to_json() const {
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["step"] = step;
+  if (!run_id.empty()) j["run_id"] = run_id;
   j["world_size"] = world_size;
   j["strategy"] = strategy;
   j["mesh"] = mesh;
@@ -203,6 +204,7 @@ Manifest Manifest::parse(std::string_view text, const std::string& origin) {
   m.step = need_int(j, "step", origin, "the manifest", 0, int64_t(1) << 50);
   m.world_size = static_cast<int>(need_int(j, "world_size", origin, "the manifest", 1, 1 << 20));
   m.strategy = need_string(j, "strategy", origin, "the manifest");
+  if (j.contains("run_id")) m.run_id = need_string(j, "run_id", origin, "the manifest");
   for (const char* key : {"mesh", "model_config", "training", "trainer"}) {
     const json& v = need(j, key, origin, "the manifest");
     if (!v.is_object()) bad(origin, strprintf("\"%s\" must be an object", key));

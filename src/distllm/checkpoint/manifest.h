@@ -9,7 +9,8 @@
 // then tile the region, and the regions tile the tensor along their axis. The
 // manifest says which slices each file holds, the global shape of every tensor,
 // each file's size and XXH64 checksum, and the training state needed to resume
-// (step, sampler positions, schedule, strategy and mesh, model config).
+// (step, sampler positions, schedule, strategy and mesh, model config), and the id
+// of the run that wrote it.
 //
 // Regions are an addition to version 1 (the version did not change, so older
 // checkpoints read as before); a build without them refuses a manifest that has
@@ -54,6 +55,11 @@ struct FileEntry {
 
 struct Manifest {
   int64_t step = 0;
+  // The run that wrote it: a random id a training run takes when it starts at step 0
+  // and keeps when it resumes (a resumed run is the same run). Retention removes only
+  // the saving run's own checkpoints. Empty: written before runs had ids, or by
+  // `distllm convert`.
+  std::string run_id;
   int world_size = 1;
   std::string strategy;
   nlohmann::json mesh = nlohmann::json::object();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -66,21 +67,25 @@ std::vector<std::string> CheckpointStore::list() const {
   return out;
 }
 
-std::string CheckpointStore::save(const SaveRequest& request, const std::vector<ParamSpan>& layout,
-                                  const ShardData& shard) {
+Published CheckpointStore::save(const SaveRequest& request, const std::vector<ParamSpan>& layout,
+                                const ShardData& shard) {
   comm::ProcessGroup* g = group_.get();
   const int rank = g ? g->rank() : 0, n = g ? g->size() : 1;
   const std::string name = step_dir_name(request.step);
   const std::string partial = join_path(dir_, ".partial-" + name);
   const std::string final_dir = join_path(dir_, name);
-  // 1. Rank 0 prepares a clean partial directory (removing leftovers of crashed saves).
+  // 1. Rank 0 prepares a clean partial directory (removing leftovers of crashed
+  // saves: partial directories, and a temporary `latest` of a process killed while
+  // it replaced it; rank 0 of the run is the only writer of both).
   std::string error;
   if (rank == 0) {
     try {
       make_directories(dir_);
       std::error_code ec;
-      for (const auto& e : fs::directory_iterator(dir_, ec))
-        if (e.path().filename().string().rfind(".partial-", 0) == 0) fs::remove_all(e.path(), ec);
+      for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        const std::string leftover = e.path().filename().string();
+        if (leftover.rfind(".partial-", 0) == 0 || leftover.rfind("latest.tmp.", 0) == 0) fs::remove_all(e.path(), ec);
+      }
       make_directories(partial);
     } catch (const std::exception& e) {
       error = describe(e);
@@ -108,10 +113,13 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
     if (rank == 0 && std::atoll(k) == request.step) std::raise(SIGKILL);
 
   // 3. Rank 0 publishes (or cleans up), and tells everyone.
+  Published published;
+  published.dir = final_dir;
   if (rank == 0) {
     try {
       Manifest m = request.header;
       m.step = request.step;
+      m.run_id = request.header.run_id;
       m.world_size = n;
       m.ranks = json::array();
       m.tensors.clear();
@@ -162,25 +170,66 @@ std::string CheckpointStore::save(const SaveRequest& request, const std::vector<
       fs::rename(partial, final_dir, ec);
       if (ec) throw Error(strprintf("%s: rename failed: %s", final_dir.c_str(), ec.message().c_str()));
       fsync_directory(dir_);
-      write_file_atomic(join_path(dir_, "latest"), name + "\n");
-      apply_retention(request.step);
     } catch (const std::exception& e) {
       error = describe(e);
       std::error_code ec;
       fs::remove_all(partial, ec);
     }
+    // Published: what fails from here on does not unsave it.
+    if (error.empty()) {
+      const std::string latest = join_path(dir_, "latest");
+      try {
+        write_file_atomic(latest, name + "\n");
+      } catch (const std::exception& e) {
+        // `latest` must not go on naming an older checkpoint than this one: without
+        // it, --resume auto takes the newest checkpoint, this one.
+        published.latest_error = describe(e);
+        published.latest_kept = ::unlink(latest.c_str()) != 0 && errno != ENOENT;
+        fsync_directory(dir_);
+      }
+      try {
+        apply_retention(request.step, request.header.run_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: %s: retention after saving %s failed: %s\n", dir_.c_str(), name.c_str(),
+                     e.what());
+      }
+    }
   }
   error = broadcast_text(g, error);
   if (!error.empty()) throw SaveError(strprintf("checkpoint %s not saved: %s", name.c_str(), error.c_str()));
-  return final_dir;
+  // Every rank returns the same outcome.
+  json outcome = json::parse(broadcast_text(
+      g, json({{"latest_error", published.latest_error}, {"latest_kept", published.latest_kept}}).dump()));
+  published.latest_error = outcome["latest_error"].get<std::string>();
+  published.latest_kept = outcome["latest_kept"].get<bool>();
+  return published;
 }
 
-void CheckpointStore::apply_retention(int64_t newest) const {
+bool CheckpointStore::owned(const std::string& step_dir, const std::string& run_id) const {
+  // Only the run id is needed: a manifest that does not even parse as JSON is not
+  // known to be ours, and is kept.
+  std::error_code ec;
+  if (!fs::is_regular_file(join_path(step_dir, kManifestName), ec)) return false;
+  json m = json::parse(read_file(join_path(step_dir, kManifestName)), nullptr, false);
+  if (!m.is_object()) return false;
+  const std::string id = m.contains("run_id") && m["run_id"].is_string() ? m["run_id"].get<std::string>() : "";
+  if (own_runs_.empty()) return id == run_id;
+  return std::find(own_runs_.begin(), own_runs_.end(), id) != own_runs_.end();
+}
+
+void CheckpointStore::apply_retention(int64_t newest, const std::string& run_id) const {
   std::vector<std::string> all = list();
   int kept = 0;
   std::error_code ec;
   for (const std::string& d : all) {
     const int64_t step = parse_step_dir_name(fs::path(d).filename().string());
+    bool ours = false;
+    try {
+      ours = owned(d, run_id);
+    } catch (const std::exception&) {
+      ours = false;  // unreadable: kept
+    }
+    if (!ours) continue;
     const bool recent = kept < retention_.keep_last;
     const bool history = retention_.keep_every > 0 && step % retention_.keep_every == 0;
     if (recent || history || step == newest) {
@@ -193,7 +242,7 @@ void CheckpointStore::apply_retention(int64_t newest) const {
     if (e.path().filename().string().rfind(".partial-replaced-", 0) == 0) fs::remove_all(e.path(), ec);
 }
 
-std::string CheckpointStore::verify(const std::string& step_dir) {
+std::string CheckpointStore::verify(const std::string& step_dir, const ResumeCheck& check) {
   comm::ProcessGroup* g = group_.get();
   const int rank = g ? g->rank() : 0, n = g ? g->size() : 1;
   std::string why;
@@ -203,6 +252,8 @@ std::string CheckpointStore::verify(const std::string& step_dir) {
     for (size_t i = 0; i < r.manifest().files.size(); ++i)
       if (static_cast<int>(i % static_cast<size_t>(n)) == rank) mine.push_back(r.manifest().files[i].name);
     if (!mine.empty()) r.verify_checksums(mine);
+    // A damaged checkpoint is named as such first, whatever run wrote it.
+    if (check) check(r);
   } catch (const std::exception& e) {
     why = e.what();
   }
@@ -213,25 +264,62 @@ std::string CheckpointStore::verify(const std::string& step_dir) {
   return "";
 }
 
-std::optional<std::string> CheckpointStore::find_resume(const std::string& spec) {
+std::string CheckpointStore::latest_target() const {
+  std::error_code ec;
+  const std::string path = join_path(dir_, "latest");
+  if (!fs::is_regular_file(path, ec)) return "";
+  std::string name;
+  try {
+    name = read_file(path);
+  } catch (const std::exception&) {
+    return "";
+  }
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+  return parse_step_dir_name(name) >= 0 ? join_path(dir_, name) : "";
+}
+
+std::vector<std::string> CheckpointStore::resume_order() const {
+  const std::string latest = latest_target();
+  std::vector<std::string> steps = list(), order;
+  if (std::find(steps.begin(), steps.end(), latest) != steps.end()) order.push_back(latest);
+  for (const std::string& d : steps)
+    if (d != latest) order.push_back(d);
+  return order;
+}
+
+ResumeChoice CheckpointStore::choose_resume(const std::string& spec, const ResumeCheck& check) {
+  ResumeChoice choice;
   if (spec != "auto") {
     std::string dir = is_directory(spec) ? spec : join_path(dir_, spec);
-    std::string why = verify(dir);
+    std::string why = verify(dir, check);
     DL_CHECK(why.empty(), "cannot resume from %s: %s", dir.c_str(), why.c_str());
-    return dir;
+    choice.dir = dir;
+    return choice;
   }
-  // Rank 0 lists; everyone checks the same candidates in the same order.
-  json listed = json::array();
-  const bool lead = !group_ || group_->rank() == 0;
-  if (lead)
-    for (const std::string& d : list()) listed.push_back(d);
-  std::vector<std::string> candidates = json::parse(broadcast_text(group_.get(), listed.dump()));
-  for (const std::string& d : candidates) {
-    std::string why = verify(d);
-    if (why.empty()) return d;
-    if (lead) std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", d.c_str(), why.c_str());
+  // Rank 0 lists; everyone checks the same candidates in the same order: the one
+  // `latest` names first, then the others newest first.
+  json listed = {{"latest", ""}, {"candidates", json::array()}};
+  if (!group_ || group_->rank() == 0) listed = {{"latest", latest_target()}, {"candidates", resume_order()}};
+  listed = json::parse(broadcast_text(group_.get(), listed.dump()));
+  choice.latest = listed["latest"].get<std::string>();
+  for (const std::string& d : listed["candidates"].get<std::vector<std::string>>()) {
+    std::string why = verify(d, check);
+    if (why.empty()) {
+      choice.dir = d;
+      break;
+    }
+    choice.passed_over.emplace_back(d, why);
   }
-  return std::nullopt;
+  return choice;
+}
+
+std::optional<std::string> CheckpointStore::find_resume(const std::string& spec) {
+  ResumeChoice choice = choose_resume(spec);
+  if (!group_ || group_->rank() == 0)
+    for (const auto& [d, why] : choice.passed_over)
+      std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", d.c_str(), why.c_str());
+  if (choice.dir.empty()) return std::nullopt;
+  return choice.dir;
 }
 
 }  // namespace distllm::checkpoint

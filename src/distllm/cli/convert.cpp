@@ -5,6 +5,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/checkpoint/manifest.h"
+#include "distllm/checkpoint/store.h"
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/tokenizer/tokenizer.h"
@@ -13,20 +14,22 @@
 namespace distllm {
 namespace {
 
-// The tokenizer the newest checkpoint's run recorded, if it still exists.
+// The tokenizer the run recorded, if it still exists: in the step directory given,
+// or in the checkpoint the conversion takes (`latest`'s, else the newest).
 std::string recorded_tokenizer(const std::string& checkpoint_path) {
-  try {
-    std::string step = checkpoint_path;
-    if (!file_exists(join_path(step, checkpoint::kManifestName))) {
-      std::string latest = read_file(join_path(checkpoint_path, "latest"));
-      step = join_path(checkpoint_path, latest.substr(0, latest.find('\n')));
+  std::vector<std::string> steps = {checkpoint_path};
+  if (!file_exists(join_path(checkpoint_path, checkpoint::kManifestName)))
+    steps = checkpoint::CheckpointStore(checkpoint_path, nullptr, checkpoint::Retention{}).resume_order();
+  for (const std::string& step : steps) {
+    try {
+      auto m = checkpoint::Manifest::parse(read_file(join_path(step, checkpoint::kManifestName)), step);
+      std::string t = m.training.value("tokenizer", std::string());
+      return t == "byte-level" || file_exists(t) ? t : "";
+    } catch (const Error&) {
+      // A damaged checkpoint: convert passes over it too; its predecessor's run says.
     }
-    auto m = checkpoint::Manifest::parse(read_file(join_path(step, checkpoint::kManifestName)), step);
-    std::string t = m.training.value("tokenizer", std::string());
-    return t == "byte-level" || file_exists(t) ? t : "";
-  } catch (const Error&) {
-    return "";  // convert itself reports what is wrong with the checkpoint
   }
+  return "";  // convert itself reports what is wrong with the checkpoint
 }
 
 int run_convert(Args& args) {

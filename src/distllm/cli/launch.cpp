@@ -40,7 +40,7 @@ int run_launch_command(Args& args) {
   if (args.help_or_finish()) return 0;
   DL_CHECK(!o.command.empty(), "no command: give it after --, e.g. distllm launch -n 2 -- distllm train ...");
   if (dry_run) {
-    for (const std::string& a : launch::attempt_argv(o, 0)) std::printf("%s ", a.c_str());
+    for (const std::string& a : launch::attempt_argv(o, /*resume=*/false)) std::printf("%s ", a.c_str());
     std::printf("\n");
     return 0;
   }

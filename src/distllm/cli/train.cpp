@@ -255,10 +255,18 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   CheckpointOptions ck;
   ck.dir = args.get_string("checkpoint-dir", "", "write checkpoints (sharded, atomic) into this directory");
   ck.every = args.get_int("checkpoint-every", 0, "save a checkpoint every N steps (0: at the end and on a stop signal)");
-  ck.resume = args.get_string("resume", "", "auto (the newest good checkpoint in --checkpoint-dir, if any) or a step "
-                                            "directory; under Slurm a requeued job (SLURM_RESTART_COUNT >= 1) resumes "
+  ck.resume = args.get_string("resume", "", "auto (the checkpoint `latest` names in --checkpoint-dir, else the newest "
+                                            "good one of this run; step 0 if there is none yet) or a step directory; "
+                                            "under Slurm a requeued job (SLURM_RESTART_COUNT >= 1) resumes "
                                             "automatically");
-  ck.retention.keep_last = args.get_int_in("keep-last", 3, 0, 1 << 20, "checkpoints to keep (the newest)");
+  ck.start_over = args.get_flag("start-over", "start at step 0 although --checkpoint-dir holds checkpoints (with "
+                                              "--resume auto: only when none of them can be continued); they are "
+                                              "kept, except those of the steps this run saves");
+  ck.resume_other_run = args.get_flag("resume-other-run", "let --resume continue a checkpoint written with other "
+                                                          "settings (seed, data, learning rate or schedule, "
+                                                          "optimizer) with this run's settings");
+  ck.retention.keep_last = args.get_int_in("keep-last", 3, 0, 1 << 20,
+                                           "this run's checkpoints to keep (the newest; other runs' are never removed)");
   ck.retention.keep_every = args.get_int("keep-every", 0, "also keep every checkpoint whose step is a multiple of M");
   ck.async = parse_bool("checkpoint-async", args.get_string("checkpoint-async", "true",
                                                             "write checkpoints in the background (true|false)"));
@@ -434,7 +442,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   TrainCheckpointer checkpoints(dp, ck, flags, world);
   const int64_t resumed = checkpoints.resume(trainer);
-  if (resumed >= 0 && lead) std::printf("resumed from %s at step %lld\n", ck.dir.c_str(), (long long)resumed);
+  if (resumed >= 0 && lead)
+    std::printf("resumed from %s at step %lld%s\n", ck.dir.c_str(), (long long)resumed,
+                checkpoints.resumed_how().empty() ? "" : (" (" + checkpoints.resumed_how() + ")").c_str());
   launch::RankAgent heartbeat(rank);  // progress, liveness and the launcher's lease
   heartbeat.step_done(trainer.steps_done());
   auto log_line = [&](const std::string& line) {

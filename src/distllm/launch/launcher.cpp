@@ -55,21 +55,21 @@ std::string attempt_dir(const LaunchOptions& o, int attempt) {
   return (fs::path(o.log_dir) / strprintf("attempt_%d", attempt)).string();
 }
 
-// The rank command of an attempt: a restart resumes from the newest checkpoint.
-std::vector<std::string> rank_command(const LaunchOptions& o, int attempt) {
+// The rank command of an attempt: a restart resumes from the job's checkpoints.
+std::vector<std::string> rank_command(const LaunchOptions& o, bool resume) {
   std::vector<std::string> cmd;
   bool checkpoints = false;
   for (size_t i = 0; i < o.command.size(); ++i) {
     const std::string& a = o.command[i];
     checkpoints |= a == "--checkpoint-dir" || a.rfind("--checkpoint-dir=", 0) == 0;
-    if (attempt > 0 && a == "--resume") {
+    if (resume && a == "--resume") {
       ++i;  // and its value
       continue;
     }
-    if (attempt > 0 && a.rfind("--resume=", 0) == 0) continue;
+    if (resume && a.rfind("--resume=", 0) == 0) continue;
     cmd.push_back(a);
   }
-  if (attempt > 0 && checkpoints) {
+  if (resume && checkpoints) {
     cmd.push_back("--resume");
     cmd.push_back("auto");
   }
@@ -222,7 +222,7 @@ std::string resolved_launcher(const LaunchOptions& o) {
   return which;
 }
 
-std::vector<std::string> attempt_argv(const LaunchOptions& o, int attempt) {
+std::vector<std::string> attempt_argv(const LaunchOptions& o, bool resume) {
   const std::string which = resolved_launcher(o);
   std::vector<std::string> argv;
   if (which == "srun") {
@@ -242,7 +242,7 @@ std::vector<std::string> attempt_argv(const LaunchOptions& o, int attempt) {
                            "r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${SLURM_PROCID:-0}}}; "
                            "exec \"$@\" > \"$DISTLLM_ATTEMPT_DIR/rank_$r.log\" 2>&1",
                            "distllm-rank"});
-  std::vector<std::string> cmd = rank_command(o, attempt);
+  std::vector<std::string> cmd = rank_command(o, resume);
   argv.insert(argv.end(), cmd.begin(), cmd.end());
   return argv;
 }
@@ -262,6 +262,11 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
   HeartbeatMonitor monitor((fs::path(o.log_dir) / "heartbeat").string(), o.ranks, o.hang_timeout_s);
   LaunchResult result;
   double failed_at = -1;
+  // Whether an attempt got past its start (every rank reported a step): only then
+  // may the job have written checkpoints for a restart to resume. An attempt that
+  // stopped before (a refused --checkpoint-dir, a bad flag) is rerun as given, so a
+  // restart never turns a refusal into resuming checkpoints the job did not write.
+  bool started = false;
   for (int attempt = 0;; ++attempt) {
     const std::string dir = attempt_dir(o, attempt);
     fs::create_directories(dir);
@@ -273,7 +278,7 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     };
     renew_lease();
     double lease_renewed = now_s();
-    std::vector<std::string> argv = attempt_argv(o, attempt);
+    std::vector<std::string> argv = attempt_argv(o, started);
     echo(strprintf("launch: attempt %d: %d rank%s, logs in %s", attempt, o.ranks, o.ranks == 1 ? "" : "s",
                    dir.c_str()));
     SpawnOptions spawn;
@@ -332,6 +337,7 @@ LaunchResult run_launch(const LaunchOptions& o, const std::function<void(const s
     rank0.poll(echo);
     monitor.poll(now_s());
     note_recovery();
+    started |= monitor.min_step() >= 0;
     const bool ok = hang.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok) {
       result.exit_code = 0;

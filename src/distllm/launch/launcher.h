@@ -41,8 +41,10 @@ struct LaunchResult {
 };
 
 // The full argv of one attempt (the launcher, its flags, the per-rank log wrapper
-// and the command), for tests and --dry-run.
-std::vector<std::string> attempt_argv(const LaunchOptions& options, int attempt);
+// and the command), for tests and --dry-run. `resume`: the command resumes from the
+// job's checkpoints (`--resume auto` in place of any --resume given, when it has a
+// --checkpoint-dir), as a restart after an attempt that started training does.
+std::vector<std::string> attempt_argv(const LaunchOptions& options, bool resume);
 
 // "srun" or "mpirun": what --launcher auto means here (srun inside a Slurm allocation).
 std::string resolved_launcher(const LaunchOptions& options);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <set>
 
@@ -86,27 +87,39 @@ bool is_model_file_or_temporary(const std::string& name) {
 
 bool process_alive(int pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
-// Partial folders `<name>.partial-<pid>` of processes that no longer run.
-void remove_stale_partials(const fs::path& target) {
-  const std::string prefix = target.filename().string() + ".partial-";
+// Calls `remove` for each sibling `<name><infix><pid>` of `target` whose process no
+// longer runs (what a process killed while it wrote the model left).
+void remove_stale_siblings(const fs::path& target, const std::string& infix,
+                           const std::function<bool(const fs::path&)>& remove) {
+  const std::string prefix = target.filename().string() + infix;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(target.parent_path(), ec)) {
     std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (pid_text.empty() || pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     int pid = std::atoi(pid_text.c_str());
     if (pid == ::getpid() || process_alive(pid)) continue;
+    if (remove(e.path())) LOG_INFO("removed %s left by process %d, which is gone", e.path().c_str(), pid);
+  }
+}
+
+// Partial folders `<name>.partial-<pid>` of processes that no longer run.
+void remove_stale_partials(const fs::path& target) {
+  remove_stale_siblings(target, ".partial-", [](const fs::path& partial) {
+    std::error_code ec;
+    if (!fs::is_directory(fs::symlink_status(partial, ec))) return false;
     // Only ever holds model files this code wrote; remove them, then the folder.
     bool only_model_files = true;
-    for (const std::string& f : entries_of(e.path())) only_model_files &= is_model_file_or_temporary(f);
+    for (const std::string& f : entries_of(partial)) only_model_files &= is_model_file_or_temporary(f);
     if (!only_model_files) {
-      LOG_WARN("%s: left in place (it holds files that are not model files)", e.path().c_str());
-      continue;
+      LOG_WARN("%s: left in place (it holds files that are not model files)", partial.c_str());
+      return false;
     }
-    fs::remove_all(e.path(), ec);
-    if (!ec) LOG_INFO("removed %s left by process %d, which is gone", e.path().c_str(), pid);
-  }
+    fs::remove_all(partial, ec);
+    return !ec;
+  });
 }
 
 // Removes the model files of `dir` (the previous model, after the swap) and the
@@ -147,15 +160,26 @@ void check_model_output(const std::string& dir, bool overwrite, int64_t bytes_ne
   fs::create_directories(parent, ec);
   DL_CHECK(!ec, "%s: cannot create the folder %s: %s", dir.c_str(), parent.c_str(), ec.message().c_str());
   // Write a probe next to where the partial folder will go: a read-only or full
-  // filesystem is found now, not after the whole run.
-  std::string probe = target.string() + strprintf(".probe-%d", static_cast<int>(::getpid()));
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // filesystem is found now, not after the whole run. The probe has no name
+  // (O_TMPFILE), so even a kill -9 leaves nothing behind; filesystems without
+  // O_TMPFILE get a named one, `<dir>.probe-<pid>`, which the next run removes if
+  // its process is gone.
+  remove_stale_siblings(target, ".probe-", [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(fs::symlink_status(p, ec)) && fs::remove(p, ec);
+  });
+  std::string probe;
+  int fd = ::open(parent.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL || errno == ENOENT)) {
+    probe = target.string() + strprintf(".probe-%d", static_cast<int>(::getpid()));
+    fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   DL_CHECK(fd >= 0, "%s: cannot write in %s: %s", dir.c_str(), parent.c_str(), std::strerror(errno));
   char block[4096] = {0};
   bool wrote = ::write(fd, block, sizeof block) == static_cast<ssize_t>(sizeof block) && ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
-  ::unlink(probe.c_str());
+  if (!probe.empty()) ::unlink(probe.c_str());
   DL_CHECK(wrote, "%s: cannot write in %s: %s", dir.c_str(), parent.c_str(), std::strerror(err));
   struct statvfs vfs;
   if (bytes_needed > 0 && ::statvfs(parent.c_str(), &vfs) == 0) {

@@ -74,7 +74,7 @@ std::string hf_to_checkpoint(const std::string& hf_dir, const std::string& check
   checkpoint::CheckpointStore store(checkpoint_dir, nullptr, checkpoint::Retention{});
   DL_CHECK(store.list().empty(), "%s: already holds checkpoints; convert into an empty directory",
            checkpoint_dir.c_str());
-  return store.save(req, spans, shard);
+  return store.save(req, spans, shard).dir;
 }
 
 }  // namespace distllm
