@@ -11,7 +11,7 @@ APT_PACKAGES=(
   libopenblas-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev
-  slurmctld slurmd slurm-client munge iproute2 util-linux
+  slurmctld slurmd slurm-client munge iproute2 util-linux strace
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev
   python3 python3-numpy python3-torch python3-jinja2
