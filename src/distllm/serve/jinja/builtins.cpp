@@ -255,6 +255,7 @@ V call_macro(const TemplateMacro& m, const Args& a, Ctx& ctx, int line) {
   if (ctx.scopes.size() > 1) inner.scopes.push_back(ctx.scopes[1]);  // top-level `set`s and macros
   inner.scopes.push_back(std::move(frame));
   inner.macro_depth = ctx.macro_depth + 1;
+  inner.clock = ctx.clock;
   inner.steps = ctx.steps;
   std::string out;
   render_body(*m.body, inner, out);
@@ -263,7 +264,6 @@ V call_macro(const TemplateMacro& m, const Args& a, Ctx& ctx, int line) {
 }
 
 V call_function(const std::string& name, const Args& a, Ctx& ctx, int line) {
-  (void)ctx;
   if (name == "raise_exception") {
     const V* msg = a.get(0, "message");
     throw TemplateError(msg ? msg->to_output() : "raise_exception() called by the chat template");
@@ -298,9 +298,13 @@ V call_function(const std::string& name, const Args& a, Ctx& ctx, int line) {
   }
   if (name == "strftime_now") {
     const std::string& fmt = need_string(need(a, 0, "format", "strftime_now", line), "strftime_now", line);
-    std::time_t now = std::time(nullptr);
     std::tm tm{};
-    localtime_r(&now, &tm);
+    if (ctx.clock) {
+      tm = (*ctx.clock)();
+    } else {
+      std::time_t now = std::time(nullptr);
+      localtime_r(&now, &tm);
+    }
     char buf[256];
     size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
     return V::string(std::string(buf, n));

@@ -26,6 +26,8 @@
 // so a model never silently gets a wrong prompt.
 #pragma once
 
+#include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +43,9 @@ class TemplateError : public Error {
   using Error::Error;
 };
 
+// What strftime_now() formats: the local time now, unless a caller (a test) fixes it.
+using TemplateClock = std::function<std::tm()>;
+
 class ChatTemplate {
  public:
   // Throws distllm::Error naming `origin` and the line for a syntax error or a
@@ -48,7 +53,7 @@ class ChatTemplate {
   static ChatTemplate parse(const std::string& source, const std::string& origin = "chat template");
   // Renders with `variables` (an object: messages, add_generation_prompt,
   // bos_token, eos_token, ...). Throws TemplateError.
-  std::string render(const TemplateValue& variables) const;
+  std::string render(const TemplateValue& variables, const TemplateClock& clock = {}) const;
   const std::string& source() const;
 
  private:
