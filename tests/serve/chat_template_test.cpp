@@ -9,6 +9,7 @@
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/jinja/chat_template.h"
 #include "distllm/serve/jinja/template_json.h"
+#include "serve/chat_template_clock.h"
 
 namespace distllm::serve {
 namespace {
@@ -48,14 +49,15 @@ TEST(ChatTemplate, MatchesJinja2OnRealTemplates) {
     std::string where = name + " / " + std::string(e["conversation"]) + (e["add_generation_prompt"] ? " +gen" : "");
     if (e.contains("error")) {
       try {
-        templates.at(name).render(template_value_from_json(vars));
+        templates.at(name).render(template_value_from_json(vars), testing::chat_template_test_clock);
         ADD_FAILURE() << where << ": expected error " << e["error"];
       } catch (const TemplateError& err) {
         EXPECT_EQ(std::string(err.what()), std::string(e["error"])) << where;
       }
       ++errors;
     } else {
-      EXPECT_EQ(templates.at(name).render(template_value_from_json(vars)), std::string(e["output"])) << where;
+      EXPECT_EQ(templates.at(name).render(template_value_from_json(vars), testing::chat_template_test_clock),
+                std::string(e["output"])) << where;
     }
     ++checked;
   }

@@ -41,3 +41,24 @@ echo "no template: chat refused with 400, completions served"
 EOF2
 bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --threads 2 \
   --served-model-name test-model --kv-cache-memory 0.05 -- bash "$tmp/no_template.sh" "$tmp/chat_refused.json"
+# --reasoning-parser and --tool-call-parser reach the server: with deepseek_r1 a
+# random model never closes its thinking, so all its text is reasoning_content and
+# content is null; an unknown parser is refused at start, naming the choices.
+cat > "$tmp/reasoning.sh" <<'EOF2'
+set -euo pipefail
+body='{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"temperature":0,"ignore_eos":true,"chat_template_kwargs":{"enable_thinking":false}}'
+curl -s -H 'Content-Type: application/json' -d "$body" "$SERVE_URL/v1/chat/completions" > "$1"
+python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["choices"][0]["message"]
+assert m["content"] is None and isinstance(m["reasoning_content"], str) and m["reasoning_content"], m
+' "$1" || { cat "$1"; exit 1; }
+echo "reasoning parser: the thinking came back as reasoning_content"
+EOF2
+bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --threads 2 \
+  --served-model-name test-model --kv-cache-memory 0.05 --chat-template chatml --reasoning-parser deepseek_r1 \
+  --tool-call-parser hermes -- bash "$tmp/reasoning.sh" "$tmp/reasoning.json"
+if "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --reasoning-parser bogus > "$tmp/bogus.log" 2>&1; then
+  echo "--reasoning-parser bogus was accepted"; exit 1
+fi
+grep -q "unknown reasoning parser 'bogus' (choose none, qwen3 or deepseek_r1)" "$tmp/bogus.log" || { cat "$tmp/bogus.log"; exit 1; }

@@ -11,7 +11,10 @@
 //                     [--keep-alive-timeout 5] [--max-connections N] [--max-connections-per-ip N]
 //                     [--tiny-model] [--tiny-layers 2] [--kv-cache-dtype f32|bf16|int8] [--role both|prefill|decode]
 //                     [--kv-transfer-timeout 60] [--kv-transfer-min-tokens 0] [--kv-transfer-connect-timeout 2]
+//                     [--echo] [--reasoning-parser qwen3|deepseek_r1] [--tool-call-parser hermes|llama3_json|mistral]
 //
+// --echo: the scripted model of serve_api/echo_runner.h (answers with the last user
+// message, a byte per token), for clients checking how outputs are parsed.
 // --tiny-model: a real InferenceRunner over a tiny random GPT-2 (vocabulary 257,
 // fixed seed: every server process gets the same weights) instead of the test
 // runner, for prefill/decode disaggregation tests (--role, kv_transfer_http.h);
@@ -39,6 +42,7 @@
 #include "distllm/serve/api/shutdown_signals.h"
 #include "serve/test_codec.h"
 #include "serve/test_runner.h"
+#include "serve_api/echo_runner.h"
 
 using namespace distllm::serve;
 
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
   std::string model_dir;
   double drain_timeout = 30;
   bool tiny_model = false;
+  bool echo = false;
   int tiny_layers = 2;
   distllm::DType kv_dtype = distllm::DType::kF32;  // --kv-cache-dtype (with --tiny-model)
   api::KvTransferConfig kvcfg;
@@ -115,6 +120,9 @@ int main(int argc, char** argv) {
     else if (a == "--max-connections") scfg.max_connections = std::atoi(next().c_str());
     else if (a == "--max-connections-per-ip") scfg.max_connections_per_ip = std::atoi(next().c_str());
     else if (a == "--tiny-model") tiny_model = true;
+    else if (a == "--echo") echo = true;
+    else if (a == "--reasoning-parser") scfg.reasoning_format = api::reasoning_format_from_name(next());
+    else if (a == "--tool-call-parser") scfg.tool_call_format = api::tool_call_format_from_name(next());
     else if (a == "--tiny-layers") tiny_layers = std::atoi(next().c_str());
     else if (a == "--kv-cache-dtype") kv_dtype = distllm::parse_dtype(next());
     else if (a == "--role") kvcfg.role = api::serve_role_from_name(next());
@@ -129,6 +137,7 @@ int main(int argc, char** argv) {
   try {
     testing::ByteCodec codec;
     testing::TestRunner test_runner(ropt);
+    testing::EchoRunner echo_runner;
     std::unique_ptr<InferenceRunner> inference;
     if (tiny_model) {
       distllm::set_num_threads(1);
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
     if (inference && ropt.step_delay_ms > 0) delayed = std::make_unique<DelayedRunner>(*inference, ropt.step_delay_ms);
     ModelRunner& runner = delayed ? static_cast<ModelRunner&>(*delayed)
                           : inference ? static_cast<ModelRunner&>(*inference)
+                          : echo      ? static_cast<ModelRunner&>(echo_runner)
                                       : test_runner;
     ServeMetrics metrics(scfg.model_name);
     Engine engine(runner, codec, cfg, metrics);

@@ -83,6 +83,10 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
                            "without a template answers chat requests with 400 unless one is given");
   std::string tool_parser = args.get_string("tool-call-parser", "none",
                                             "how the model writes tool calls, for tool_choice auto: none, hermes, llama3_json, mistral");
+  std::string reasoning_parser = args.get_string(
+      "reasoning-parser", "none",
+      "how the model marks its thinking, returned as reasoning_content: none, qwen3 (<think>...</think> when the output "
+      "opens with it), deepseek_r1 (the output starts thinking, up to </think>)");
   bool watch = args.get_flag("watch", "reload the model when --model DIR holds a new one (docs/serving.md, Hot reload)");
   double watch_interval = args.get_double("watch-interval", 2, "with --watch: seconds between looks at --model DIR");
   std::string watch_checkpoints = args.get_string(
@@ -113,6 +117,7 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   const serve::api::ServeRole role = serve::api::serve_role_from_name(role_name);
   scfg.tool_call_format = serve::api::tool_call_format_from_name(tool_parser);
+  scfg.reasoning_format = serve::api::reasoning_format_from_name(reasoning_parser);
 
   DL_CHECK(ecfg.block_size >= 1 && ecfg.block_size <= 1024, "--block-size must be in [1, 1024], got %d", ecfg.block_size);
   DL_CHECK(scfg.port >= 0 && scfg.port <= 65535, "--port must be in [0, 65535], got %d", scfg.port);

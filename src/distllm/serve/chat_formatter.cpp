@@ -122,14 +122,54 @@ Json template_messages(const Json& messages) {
   return out;
 }
 
-std::string ChatFormatter::apply(const Json& messages, const Json& tools, bool add_generation_prompt) const {
+bool is_reserved_template_variable(const std::string& name) {
+  return name == "messages" || name == "tools" || name == "documents" || name == "add_generation_prompt" ||
+         name == "continue_final_message";
+}
+
+namespace {
+
+// transformers' continue_final_message: the prompt ends right after the last
+// message's text (trimmed, for templates that trim it), with no end-of-turn.
+std::string cut_after_final_message(const std::string& rendered, const Json& messages) {
+  const Json& last = messages.back();
+  std::string text = last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
+  size_t at = text.empty() ? std::string::npos : rendered.rfind(text);
+  if (at == std::string::npos) {
+    const size_t a = text.find_first_not_of(" \t\r\n"), b = text.find_last_not_of(" \t\r\n");
+    text = a == std::string::npos ? "" : text.substr(a, b - a + 1);
+    at = text.empty() ? std::string::npos : rendered.rfind(text);
+  }
+  if (at == std::string::npos)
+    throw TemplateError("continue_final_message: the final message's content is not in the rendered prompt");
+  return rendered.substr(0, at + text.size());
+}
+
+}  // namespace
+
+std::string ChatFormatter::apply(const Json& messages, const Json& tools, const ChatRenderOptions& options) const {
   if (!missing_.empty()) throw ChatTemplateMissing(missing_);
-  Json vars = {{"messages", template_messages(messages)},
-               {"tools", tools},
-               {"add_generation_prompt", add_generation_prompt},
-               {"bos_token", bos_token_},
-               {"eos_token", eos_token_}};
-  return template_.render(template_value_from_json(vars));
+  if (options.continue_final_message && options.add_generation_prompt)
+    throw TemplateError("continue_final_message and add_generation_prompt cannot both be true");
+  if (options.continue_final_message && (!messages.is_array() || messages.empty()))
+    throw TemplateError("continue_final_message needs a final message");
+  // As transformers: the special tokens, then the caller's variables, then the
+  // conversation itself (which the caller's variables cannot replace).
+  Json vars = {{"bos_token", bos_token_}, {"eos_token", eos_token_}};
+  for (const auto& [k, v] : options.kwargs.items())
+    if (!is_reserved_template_variable(k)) vars[k] = v;
+  vars["messages"] = template_messages(messages);
+  vars["tools"] = tools;
+  vars["documents"] = options.documents;
+  vars["add_generation_prompt"] = options.add_generation_prompt;
+  const std::string rendered = template_.render(template_value_from_json(vars), clock_);
+  return options.continue_final_message ? cut_after_final_message(rendered, messages) : rendered;
+}
+
+std::string ChatFormatter::apply(const Json& messages, const Json& tools, bool add_generation_prompt) const {
+  ChatRenderOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return apply(messages, tools, options);
 }
 
 void ChatFormatter::check_renders() const {

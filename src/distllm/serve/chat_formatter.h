@@ -30,6 +30,22 @@ namespace distllm::serve {
 // and transformers do). Anything else is passed through unchanged.
 nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages);
 
+// How one request renders, besides its messages and tools (vLLM's chat request
+// fields): `kwargs` are chat_template_kwargs, more template variables such as
+// Qwen3's enable_thinking or Llama 3's tools_in_user_message; continue_final_message
+// ends the prompt inside the last (assistant) message, so the model continues it,
+// as transformers does; documents reach templates that take retrieved documents.
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  nlohmann::ordered_json documents;                            // null: none
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+};
+
+// The template variables a request may not set through chat_template_kwargs: the
+// ones the request's own fields give.
+bool is_reserved_template_variable(const std::string& name);
+
 // Thrown by apply() when the model has no chat template: a client error (400).
 class ChatTemplateMissing : public Error {
  public:
@@ -51,9 +67,14 @@ class ChatFormatter {
   static ChatFormatter default_format();
 
   // Renders the prompt. Throws TemplateError when the template rejects the
-  // conversation (raise_exception) or cannot render it.
+  // conversation (raise_exception) or cannot render it, or continue_final_message
+  // cannot find the last message in what it rendered.
+  std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                    const ChatRenderOptions& options) const;
   std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                     bool add_generation_prompt) const;
+  // What strftime_now() reads (tests fix it); the local time by default.
+  void set_clock(TemplateClock clock) { clock_ = std::move(clock); }
 
   bool is_default() const { return is_default_; }
   bool has_template() const { return missing_.empty(); }
@@ -69,6 +90,7 @@ class ChatFormatter {
   ChatTemplate template_;
   std::string origin_;
   std::string bos_token_, eos_token_;
+  TemplateClock clock_;
   bool is_default_ = false;
   std::vector<std::string> default_stop_;
   std::string missing_;  // non-empty: no template, and why

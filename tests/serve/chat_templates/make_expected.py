@@ -6,6 +6,7 @@ expected.json: the ground truth the C++ interpreter's tests compare against.
     /usr/bin/python3 make_expected.py            # rewrite expected.json
     /usr/bin/python3 make_expected.py --check F  # exit 1 if F differs from a fresh render
 """
+import datetime
 import glob
 import json
 import os
@@ -22,6 +23,12 @@ def raise_exception(message):
     raise TemplateError(message)
 
 
+def strftime_now(fmt):
+    # transformers' strftime_now formats datetime.now(); here a fixed clock, the one
+    # chat_template_test.cpp and hf_jinja_reference.mjs use: 2025-03-04 09:26:53.
+    return datetime.datetime(2025, 3, 4, 9, 26, 53).strftime(fmt)
+
+
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
     # transformers replaces Jinja's tojson (which HTML-escapes) with plain json.dumps.
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
@@ -31,6 +38,7 @@ def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 

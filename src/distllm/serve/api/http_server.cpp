@@ -15,6 +15,7 @@
 #include "distllm/http/edge.h"
 #include "distllm/http/openai_error.h"
 #include "distllm/http/peer_socket.h"
+#include "distllm/serve/api/chat_output.h"
 #include "distllm/serve/api/openai_protocol.h"
 #include "distllm/serve/structured/structured.h"
 
@@ -73,9 +74,11 @@ struct Generation {
   int n = 1;                         // choices per prompt
   std::function<std::string(int32_t)> token_bytes;
   int socket_fd = -1;
-  // Chat with tools: each choice's text is held until it ends, then split into
-  // content and tool calls (tool_calls.h).
+  // Chat: each choice's text becomes reasoning, content and tool calls
+  // (chat_output.h), as it streams or at its end.
   ToolUse tools;
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
+  std::vector<std::unique_ptr<ChatChoiceOutput>> outputs;
 
   // Per choice.
   std::vector<ChoiceResult> choices;
@@ -115,26 +118,17 @@ struct Generation {
     }
   }
 
-  bool holds_text() const { return chat && tools.active(); }
-
-  // A choice's message for the response: content and, with tools, its calls.
-  Json message(size_t i, ToolCallOutput* parsed = nullptr) const {
-    const ChoiceResult& c = choices[i];
-    if (!holds_text()) return Json{{"role", "assistant"}, {"content", c.text}};
-    ToolCallOutput out = extract_tool_calls(tools, c.text);
-    Json m = {{"role", "assistant"}, {"content", out.content ? Json(*out.content) : Json()}};
-    if (!out.calls.empty()) m["tool_calls"] = tool_calls_json(out.calls, false);
-    if (parsed) *parsed = std::move(out);
-    return m;
+  void start_outputs() {
+    for (size_t i = 0; i < num_choices(); ++i) outputs.push_back(std::make_unique<ChatChoiceOutput>(reasoning, tools));
   }
 
   // "stop" and "length" as OpenAI; "abort" (vLLM's word) and "error" for requests
   // the server ended: shutdown, or a model failure. With tools, OpenAI's
   // "tool_calls" when the model chose to call (auto, required); a named function
   // forced by the request ends with "stop".
-  const char* finish(size_t i, const ToolCallOutput& parsed) const {
+  const char* finish(size_t i) const {
     const FinishReason r = choices[i].finish;
-    if (holds_text() && r == FinishReason::kStop && !parsed.calls.empty() && tools.mode != ToolChoiceMode::kNamed)
+    if (chat && r == FinishReason::kStop && !outputs[i]->calls().empty() && tools.mode != ToolChoiceMode::kNamed)
       return "tool_calls";
     return finish_reason_name(r == FinishReason::kNone ? FinishReason::kStop : r);
   }
@@ -349,9 +343,11 @@ class Server {
         r.sampling.structured = structured::GrammarSpec::json_schema(schema->dump());
         r.sampling.structured_param = "tool_choice";
       }
+      // A grammar holds the whole output, so there is no thinking to find in it.
+      if (!r.sampling.structured) gen.reasoning = config_.reasoning_format;
       std::string prompt;
       try {
-        prompt = chat_.apply(r.messages, r.tools, r.add_generation_prompt);
+        prompt = chat_.apply(r.messages, r.tools, r.render);
       } catch (const ChatTemplateMissing& e) {
         throw ApiError(400, e.what(), "messages", "chat_template_missing");
       } catch (const TemplateError& e) {
@@ -401,6 +397,7 @@ class Server {
     gen.cached_tokens.assign(n, 0);
     gen.text_bytes.assign(n, 0);
     gen.errors.assign(n, "");
+    if (chat) gen.start_outputs();
     gen.socket_fd = http::HttpFront::current_socket();
     pull_prefill_kv(req, reqs);
     try {
@@ -457,15 +454,17 @@ class Server {
     for (size_t i = 0; i < gen.num_choices(); ++i) {
       const ChoiceResult& c = gen.choices[i];
       Json choice = {{"index", i}};
-      ToolCallOutput parsed;
       if (gen.chat) {
-        choice["message"] = gen.message(i, &parsed);
+        ChatChoiceOutput& out = *gen.outputs[i];
+        out.feed(c.text);
+        out.finish();
+        choice["message"] = out.message();
         choice["logprobs"] = gen.want_logprobs ? chat_logprobs(c.logprobs, gen.token_bytes) : Json();
       } else {
         choice["text"] = c.text;
         choice["logprobs"] = gen.want_logprobs ? completion_logprobs(c.logprobs, gen.token_bytes, 0) : Json();
       }
-      choice["finish_reason"] = gen.finish(i, parsed);
+      choice["finish_reason"] = gen.finish(i);
       choices.push_back(std::move(choice));
     }
     Json out = {{"id", gen.id},
@@ -505,42 +504,39 @@ class Server {
       size_t i = static_cast<size_t>(d.index);
       int64_t offset = gen.text_bytes[i];
       gen.note(d);
-      ToolCallOutput parsed;
-      if (gen.holds_text()) {
-        // Held until the choice ends; then its content (if any) and its calls go
-        // out as two deltas, the calls in OpenAI's streamed shape (with "index").
-        ChoiceResult& c = gen.choices[i];
-        c.text += d.text;
-        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        if (d.finish == FinishReason::kNone) continue;
-        Json message = gen.message(i, &parsed);
-        if (!message["content"].is_null() || !c.logprobs.empty()) {
+      if (gen.chat) {
+        // Reasoning and content as they are released (a possible tag start is held
+        // back); at the choice's end the rest, then its tool calls, each a name
+        // delta and an arguments delta as OpenAI streams them.
+        ChatChoiceOutput& out = *gen.outputs[i];
+        ReasoningSplit part = out.feed(d.text);
+        if (d.finish != FinishReason::kNone) {
+          ReasoningSplit rest = out.finish();
+          part.reasoning += rest.reasoning;
+          part.content += rest.content;
+        }
+        if (!part.reasoning.empty() || !part.content.empty() || !d.logprobs.empty()) {
+          Json delta = Json::object();
+          if (!part.reasoning.empty()) delta["reasoning_content"] = part.reasoning;
+          if (!part.content.empty() || part.reasoning.empty()) delta["content"] = part.content;
           Json choice = {{"index", i},
-                         {"delta", {{"content", message["content"]}}},
-                         {"logprobs", gen.want_logprobs ? chat_logprobs(c.logprobs, gen.token_bytes) : Json()},
+                         {"delta", delta},
+                         {"logprobs", gen.want_logprobs ? chat_logprobs(d.logprobs, gen.token_bytes) : Json()},
                          {"finish_reason", nullptr}};
           Json chunk = gen.chunk_base();
           chunk["choices"] = Json::array({choice});
           if (!send(with_usage_null(chunk))) return false;
         }
-        if (!parsed.calls.empty()) {
-          Json choice = {{"index", i},
-                         {"delta", {{"tool_calls", tool_calls_json(parsed.calls, true)}}},
-                         {"logprobs", nullptr},
-                         {"finish_reason", nullptr}};
+        for (const Json& calls : tool_call_stream_deltas(out.calls())) {
+          Json choice = {{"index", i}, {"delta", {{"tool_calls", calls}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
           Json chunk = gen.chunk_base();
           chunk["choices"] = Json::array({choice});
           if (!send(with_usage_null(chunk))) return false;
         }
       } else if (!d.text.empty() || !d.logprobs.empty()) {
         Json choice = {{"index", i}};
-        if (gen.chat) {
-          choice["delta"] = {{"content", d.text}};
-          choice["logprobs"] = gen.want_logprobs ? chat_logprobs(d.logprobs, gen.token_bytes) : Json();
-        } else {
-          choice["text"] = d.text;
-          choice["logprobs"] = gen.want_logprobs ? completion_logprobs(d.logprobs, gen.token_bytes, offset) : Json();
-        }
+        choice["text"] = d.text;
+        choice["logprobs"] = gen.want_logprobs ? completion_logprobs(d.logprobs, gen.token_bytes, offset) : Json();
         choice["finish_reason"] = nullptr;
         Json chunk = gen.chunk_base();
         chunk["choices"] = Json::array({choice});
@@ -552,7 +548,7 @@ class Server {
         if (gen.chat) choice["delta"] = Json::object();
         else choice["text"] = "";
         choice["logprobs"] = nullptr;
-        choice["finish_reason"] = gen.finish(i, parsed);
+        choice["finish_reason"] = gen.finish(i);
         Json chunk = gen.chunk_base();
         chunk["choices"] = Json::array({choice});
         if (d.finish != FinishReason::kStop && d.finish != FinishReason::kLength) {

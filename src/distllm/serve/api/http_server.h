@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "distllm/serve/api/reasoning_parser.h"
 #include "distllm/serve/api/tool_calls.h"
 #include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine.h"
@@ -48,6 +49,9 @@ struct ApiServerConfig {
   std::vector<int32_t> default_stop_token_ids;
   // How the model writes tool calls in free text, for tool_choice "auto".
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // How the model marks its thinking (--reasoning-parser): chat responses then carry
+  // it as reasoning_content, apart from the answer.
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
   // POST /admin/reload calls this (and waits for it); unset: the route is 404.
   std::function<ReloadOutcome()> reload;
   // Prefill/decode disaggregation (kv_transfer_http.h); nullptr or role both: off.

@@ -263,6 +263,30 @@ void parse_stream(const Json& body, bool& stream, bool& include_usage) {
   }
 }
 
+// vLLM's chat template fields. continue_final_message ends the prompt inside the
+// last message, so add_generation_prompt is false unless asked for (then a 400).
+void parse_render_options(const Json& body, ChatRenderOptions& render) {
+  const std::optional<bool> gen = get_bool(body, "add_generation_prompt");
+  if (auto b = get_bool(body, "continue_final_message")) render.continue_final_message = *b;
+  if (render.continue_final_message && gen.value_or(false))
+    bad("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+  render.add_generation_prompt = gen.value_or(!render.continue_final_message);
+  if (const Json* kwargs = field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) wrong_type("chat_template_kwargs", "an object", *kwargs);
+    for (const auto& [key, value] : kwargs->items()) {
+      if (is_reserved_template_variable(key))
+        bad("chat_template_kwargs", "'chat_template_kwargs' may not set '" + key + "': give it as the request's own field");
+    }
+    render.kwargs = *kwargs;
+  }
+  if (const Json* docs = field(body, "documents")) {
+    if (!docs->is_array()) wrong_type("documents", "an array", *docs);
+    for (const auto& d : *docs)
+      if (!d.is_object()) bad("documents", "'documents' entries must be objects");
+    render.documents = *docs;
+  }
+}
+
 void require_object(const Json& body) {
   if (!body.is_object()) throw ApiError(400, strprintf("the request body must be a JSON object, got %s", json_type_name(body)), "", "invalid_request_error");
 }
@@ -377,7 +401,7 @@ ChatRequest parse_chat_request(const Json& body) {
     if (!r.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
     r.top_logprobs = static_cast<int>(*k);
   }
-  if (auto b = get_bool(body, "add_generation_prompt")) r.add_generation_prompt = *b;
+  parse_render_options(body, r.render);
   return r;
 }
 

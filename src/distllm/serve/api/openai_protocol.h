@@ -5,7 +5,8 @@
 // 400 naming the field. Unknown fields are ignored (as vLLM does); known OpenAI
 // fields this server cannot honour (echo, logit_bias, penalties, best_of > n,
 // suffix) are rejected rather than silently ignored. vLLM extensions accepted:
-// top_k, stop_token_ids, ignore_eos, add_generation_prompt.
+// top_k, stop_token_ids, ignore_eos, and for chat add_generation_prompt,
+// continue_final_message, chat_template_kwargs and documents.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distllm/serve/chat_formatter.h"
 #include "distllm/serve/engine_client.h"
 #include "distllm/serve/sampler.h"
 #include "distllm/serve/structured/compiler.h"
@@ -92,7 +94,9 @@ struct ChatRequest {
   bool include_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
-  bool add_generation_prompt = true;
+  // How the chat template renders: add_generation_prompt, continue_final_message,
+  // documents and chat_template_kwargs (template variables, e.g. enable_thinking).
+  ChatRenderOptions render;
 };
 
 CompletionRequest parse_completion_request(const Json& body);

@@ -5,6 +5,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/strings.h"
+#include "distllm/serve/api/held_text.h"
 #include "distllm/serve/api/openai_protocol.h"
 
 namespace distllm::serve::api {
@@ -99,8 +100,13 @@ std::optional<std::string> content_or_null(const std::string& s) {
   return s;
 }
 
+const std::string kHermesOpen = "<tool_call>";
+const std::string kMistralTag = "[TOOL_CALLS]";
+const std::string kPythonTag = "<|python_tag|>";
+
 ToolCallOutput parse_hermes(const std::string& text) {
-  static const std::string kOpen = "<tool_call>", kClose = "</tool_call>";
+  static const std::string& kOpen = kHermesOpen;
+  static const std::string kClose = "</tool_call>";
   ToolCallOutput out;
   const size_t first = text.find(kOpen);
   if (first == std::string::npos) return {text, {}};
@@ -123,7 +129,6 @@ ToolCallOutput parse_hermes(const std::string& text) {
 
 ToolCallOutput parse_llama3_json(const std::string& text) {
   std::string body = trim(text);
-  static const std::string kPythonTag = "<|python_tag|>";
   if (body.compare(0, kPythonTag.size(), kPythonTag) == 0) body = trim(body.substr(kPythonTag.size()));
   if (body.empty() || body[0] != '{') return {text, {}};
   ToolCallOutput out;
@@ -143,7 +148,7 @@ ToolCallOutput parse_llama3_json(const std::string& text) {
 }
 
 ToolCallOutput parse_mistral(const std::string& text) {
-  static const std::string kTag = "[TOOL_CALLS]";
+  static const std::string& kTag = kMistralTag;
   const size_t tag = text.find(kTag);
   if (tag == std::string::npos) return {text, {}};
   std::optional<Json> j = parse_json(trim(text.substr(tag + kTag.size())));
@@ -288,6 +293,84 @@ Json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<Json> tool_call_stream_deltas(const std::vector<ToolCall>& calls) {
+  std::vector<Json> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back(Json::array({{{"index", i},
+                                {"id", calls[i].id},
+                                {"type", "function"},
+                                {"function", {{"name", calls[i].name}, {"arguments", ""}}}}}));
+    out.push_back(Json::array({{{"index", i}, {"function", {{"arguments", calls[i].arguments}}}}}));
+  }
+  return out;
+}
+
+namespace {
+
+bool is_blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+}  // namespace
+
+std::string ToolCallStream::feed(std::string_view content) {
+  if (use_.mode == ToolChoiceMode::kNone) return std::string(content);
+  if (in_calls_ || use_.forced()) {  // a forced call's output is the call: all of it is held
+    in_calls_ = true;
+    held_.append(content);
+    return "";
+  }
+  return feed_free_text(content);
+}
+
+std::string ToolCallStream::feed_free_text(std::string_view content) {
+  held_.append(content);
+  std::string release;
+  if (use_.format == ToolCallFormat::kLlama3Json) {
+    // A call is the whole output: decided by its first non-blank text.
+    if (!decided_free_) {
+      const std::string_view rest = std::string_view(held_).substr(std::min(held_.size(), held_.find_first_not_of(" \t\r\n")));
+      if (rest.empty()) return "";
+      if (rest[0] == '{' || rest.substr(0, kPythonTag.size()) == kPythonTag) {
+        in_calls_ = true;
+        return "";
+      }
+      if (rest.size() < kPythonTag.size() && std::string_view(kPythonTag).substr(0, rest.size()) == rest) return "";
+      decided_free_ = true;
+    }
+    release.swap(held_);
+  } else {
+    const std::string& marker = use_.format == ToolCallFormat::kHermes ? kHermesOpen : kMistralTag;
+    const size_t at = held_.find(marker);
+    const size_t cut = at != std::string::npos ? at : held_.size() - partial_marker_suffix(held_, marker);
+    release = held_.substr(0, cut);
+    held_.erase(0, cut);
+    in_calls_ = at != std::string::npos;
+  }
+  if (!sent_text_) {
+    blank_ += release;
+    if (is_blank(blank_)) return "";
+    release.swap(blank_);
+    blank_.clear();
+  }
+  sent_text_ = sent_text_ || !release.empty();
+  return release;
+}
+
+ToolCallOutput ToolCallStream::finish() {
+  ToolCallOutput out;
+  if (in_calls_) {
+    out = extract_tool_calls(use_, held_);
+    if (!out.calls.empty()) {
+      held_.clear();
+      blank_.clear();  // blank text before calls is no content
+      return out;
+    }
+  }
+  std::string rest = blank_ + held_;
+  held_.clear();
+  blank_.clear();
+  return {rest.empty() ? std::nullopt : std::optional<std::string>(rest), {}};
 }
 
 }  // namespace distllm::serve::api

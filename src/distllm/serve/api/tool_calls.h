@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,5 +81,39 @@ ToolCallOutput extract_tool_calls(const ToolUse& use, const std::string& text);
 // OpenAI's `tool_calls` array; with `with_index`, each entry carries its index (the
 // streaming delta form).
 Json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);
+
+// The streamed form, as OpenAI sends it: per call, a delta naming it (index, id,
+// type, function.name, empty arguments) and one carrying its arguments; each entry
+// is a `tool_calls` array for one chunk's delta.
+std::vector<Json> tool_call_stream_deltas(const std::vector<ToolCall>& calls);
+
+// A choice's content as it streams. Content before the format's call marker
+// (<tool_call>, [TOOL_CALLS], or for llama3_json an output that opens with { or
+// <|python_tag|>) goes out as it comes, a possible start of the marker held back;
+// from the marker on, text is held until the choice ends and then parsed as
+// extract_tool_calls parses it. Blank text before the marker is held too, since it
+// is dropped when calls follow. So the content sent plus finish()'s equals
+// extract_tool_calls' content for the whole text, and the calls are the same:
+// streamed and non-streamed responses agree. `use` must outlive the stream.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(const ToolUse& use) : use_(use) {}
+
+  // Content that can be sent now.
+  std::string feed(std::string_view content);
+  // The choice ended: the content still to send (nullopt: none, and none was sent)
+  // and the calls.
+  ToolCallOutput finish();
+
+ private:
+  std::string feed_free_text(std::string_view content);
+
+  const ToolUse& use_;
+  std::string held_;           // undecided: a partial marker, or everything from the marker on
+  std::string blank_;          // blank text not sent while nothing else was
+  bool in_calls_ = false;      // the marker was seen: everything is held
+  bool sent_text_ = false;     // non-blank content went out
+  bool decided_free_ = false;  // llama3_json: the output did not open with a call
+};
 
 }  // namespace distllm::serve::api

@@ -19,7 +19,7 @@ using VK = TemplateValue::Kind;
 const std::set<std::string> kFilters = {
     "trim", "upper", "lower", "capitalize", "title", "length", "count", "first", "last", "join", "default", "d",
     "tojson", "string", "int", "float", "list", "items", "replace", "safe", "abs", "map", "select", "reject",
-    "selectattr", "rejectattr", "unique", "sort"};
+    "selectattr", "rejectattr", "unique", "sort", "indent", "reverse", "dictsort"};
 const std::set<std::string> kTests = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "mapping", "iterable",
     "sequence", "callable", "equalto", "eq", "==", "ne", "!=", "odd", "even", "true", "false", "in", "sameas",
@@ -151,9 +151,60 @@ V apply_filter(const std::string& name, const V& v, const Args& a, int line) {
     return use ? (dflt ? *dflt : V::string("")) : v;
   }
   if (name == "tojson") {
-    const V* indent = a.get(0, "indent");
-    int ind = indent && indent->kind() == VK::kInt ? static_cast<int>(indent->as_int()) : -1;
-    return V::string(v.to_json(ind));
+    JsonStyle style;
+    if (const V* indent = a.get(0, "indent"); indent && indent->kind() == VK::kInt) style.indent = static_cast<int>(indent->as_int());
+    if (const V* sort = a.keyword("sort_keys")) style.sort_keys = sort->truthy();
+    if (const V* seps = a.keyword("separators"); seps && !seps->is_none()) {
+      if (!seps->is_array() || seps->items().size() != 2)
+        fail_at(line, "tojson separators must be a pair (item separator, key separator)");
+      style.item_separator = need_string(seps->items()[0], "tojson separators", line);
+      style.key_separator = need_string(seps->items()[1], "tojson separators", line);
+      if (style.item_separator.empty() || style.key_separator.empty())
+        fail_at(line, "tojson separators must not be empty");
+    }
+    return V::string(v.to_json(style));
+  }
+  if (name == "indent") {  // Jinja2's indent(width=4, first=False, blank=False)
+    const V* width = a.get(0, "width");
+    const V* first = a.get(1, "first");
+    const V* blank = a.get(2, "blank");
+    const std::string pad = width && width->is_string() ? width->as_string()
+                                                        : std::string(width ? static_cast<size_t>(std::max<int64_t>(0, to_index(*width, line))) : 4, ' ');
+    std::string out;
+    const std::vector<std::string> lines = split(v.to_output(), '\n');
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i) out += '\n';
+      const bool skip = i == 0 ? !(first && first->truthy()) : lines[i].empty() && !(blank && blank->truthy());
+      if (!skip) out += pad;
+      out += lines[i];
+    }
+    return V::string(out);
+  }
+  if (name == "reverse") {
+    std::vector<V> items = iterate(v, line);
+    std::reverse(items.begin(), items.end());
+    if (!v.is_string()) return V::array(std::move(items));
+    std::string out;
+    for (const V& c : items) out += c.as_string();
+    return V::string(out);
+  }
+  if (name == "dictsort") {  // Jinja2's dictsort(case_sensitive=False, by='key', reverse=False)
+    if (!v.is_object()) fail_at(line, strprintf("dictsort of a %s", v.type_name()));
+    const V* case_sensitive = a.get(0, "case_sensitive");
+    const V* by = a.get(1, "by");
+    const V* reverse = a.get(2, "reverse");
+    const bool by_value = by && by->is_string() && by->as_string() == "value";
+    if (by && !(by->is_string() && (by->as_string() == "key" || by->as_string() == "value")))
+      fail_at(line, "dictsort: 'by' must be 'key' or 'value'");
+    std::vector<V> pairs;
+    for (const auto& [k, x] : v.fields()) pairs.push_back(V::array({V::string(k), x}));
+    auto key = [&](const V& pair) {
+      V k = pair.items()[by_value ? 1 : 0];
+      return k.is_string() && !(case_sensitive && case_sensitive->truthy()) ? V::string(ascii_lower(k.as_string())) : k;
+    };
+    std::stable_sort(pairs.begin(), pairs.end(), [&](const V& x, const V& y) { return compare_values(key(x), key(y), line) < 0; });
+    if (reverse && reverse->truthy()) std::reverse(pairs.begin(), pairs.end());
+    return V::array(std::move(pairs));
   }
   if (name == "int") {
     if (v.kind() == VK::kInt) return v;
@@ -255,6 +306,7 @@ V call_macro(const TemplateMacro& m, const Args& a, Ctx& ctx, int line) {
   if (ctx.scopes.size() > 1) inner.scopes.push_back(ctx.scopes[1]);  // top-level `set`s and macros
   inner.scopes.push_back(std::move(frame));
   inner.macro_depth = ctx.macro_depth + 1;
+  inner.clock = ctx.clock;
   inner.steps = ctx.steps;
   std::string out;
   render_body(*m.body, inner, out);
@@ -263,7 +315,6 @@ V call_macro(const TemplateMacro& m, const Args& a, Ctx& ctx, int line) {
 }
 
 V call_function(const std::string& name, const Args& a, Ctx& ctx, int line) {
-  (void)ctx;
   if (name == "raise_exception") {
     const V* msg = a.get(0, "message");
     throw TemplateError(msg ? msg->to_output() : "raise_exception() called by the chat template");
@@ -298,9 +349,13 @@ V call_function(const std::string& name, const Args& a, Ctx& ctx, int line) {
   }
   if (name == "strftime_now") {
     const std::string& fmt = need_string(need(a, 0, "format", "strftime_now", line), "strftime_now", line);
-    std::time_t now = std::time(nullptr);
     std::tm tm{};
-    localtime_r(&now, &tm);
+    if (ctx.clock) {
+      tm = (*ctx.clock)();
+    } else {
+      std::time_t now = std::time(nullptr);
+      localtime_r(&now, &tm);
+    }
     char buf[256];
     size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
     return V::string(std::string(buf, n));

@@ -22,6 +22,9 @@ struct Args {
   std::vector<std::pair<std::string, V>> kw;
   const V* get(size_t i, const char* name) const {
     if (i < pos.size()) return &pos[i];
+    return keyword(name);
+  }
+  const V* keyword(const char* name) const {
     for (const auto& [k, v] : kw)
       if (k == name) return &v;
     return nullptr;

@@ -23,8 +23,9 @@ ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& o
   return t;
 }
 
-std::string ChatTemplate::render(const TemplateValue& variables) const {
+std::string ChatTemplate::render(const TemplateValue& variables, const TemplateClock& clock) const {
   jinja::Ctx ctx;
+  ctx.clock = clock ? &clock : nullptr;
   ctx.scopes.emplace_back();
   auto& globals = ctx.scopes.back();
   for (const char* f : {"raise_exception", "range", "namespace", "dict", "strftime_now"}) globals[f] = V::function(f);

@@ -12,20 +12,23 @@
 //     tuples), attribute / subscript / slice access, + - * / // % ** ~, comparisons,
 //     in / not in, and / or / not, `x if c else y`, `is` tests, filters, calls;
 //   - filters: trim, upper, lower, capitalize, title, length/count, first, last,
-//     join, default/d, tojson, string, int, float, list, items, replace, safe, abs,
-//     map, select, reject, selectattr, rejectattr, unique, sort;
+//     join, default/d, tojson (indent, separators, sort_keys), string, int, float,
+//     list, items, replace, safe, abs, map, select, reject, selectattr, rejectattr,
+//     unique, sort, indent, reverse, dictsort;
 //   - tests: defined, undefined, none, string, number, integer, float, boolean,
 //     mapping, iterable, sequence, callable, equalto/eq/==, ne, odd, even, true,
 //     false, in;
 //   - string methods strip/lstrip/rstrip/upper/lower/title/capitalize/startswith/
 //     endswith/split/replace/format-free; dict methods items/keys/values/get; list
 //     methods append/index; functions raise_exception, range, namespace, dict,
-//     strftime_now.
+//     strftime_now (on a clock a caller may fix: TemplateClock).
 // Anything else (extends, include, import, filter blocks, call blocks, unknown
 // filters or tests) is rejected when the template is parsed, with the line number,
 // so a model never silently gets a wrong prompt.
 #pragma once
 
+#include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +44,9 @@ class TemplateError : public Error {
   using Error::Error;
 };
 
+// What strftime_now() formats: the local time now, unless a caller (a test) fixes it.
+using TemplateClock = std::function<std::tm()>;
+
 class ChatTemplate {
  public:
   // Throws distllm::Error naming `origin` and the line for a syntax error or a
@@ -48,7 +54,7 @@ class ChatTemplate {
   static ChatTemplate parse(const std::string& source, const std::string& origin = "chat template");
   // Renders with `variables` (an object: messages, add_generation_prompt,
   // bos_token, eos_token, ...). Throws TemplateError.
-  std::string render(const TemplateValue& variables) const;
+  std::string render(const TemplateValue& variables, const TemplateClock& clock = {}) const;
   const std::string& source() const;
 
  private:

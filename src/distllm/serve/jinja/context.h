@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distllm/serve/jinja/ast.h"
+#include "distllm/serve/jinja/chat_template.h"
 
 namespace distllm::serve::jinja {
 
@@ -21,6 +22,7 @@ struct Ctx {
   enum class Flow { kNormal, kBreak, kContinue } flow = Flow::kNormal;
   int macro_depth = 0;
   int64_t steps = 0;
+  const TemplateClock* clock = nullptr;  // strftime_now's; null: the local time
 
   void step(int line) {
     if (++steps > kMaxSteps) fail_at_line(line);

@@ -1,5 +1,6 @@
 #include "distllm/serve/jinja/template_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -73,7 +74,10 @@ void json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-void json_write(std::string& out, const TemplateValue& v, int indent, int depth) {
+void json_write(std::string& out, const TemplateValue& v, const JsonStyle& style, int depth) {
+  const int indent = style.indent;
+  const std::string& item_sep = !style.item_separator.empty() ? style.item_separator : indent >= 0 ? "," : ", ";
+  const std::string& key_sep = !style.key_separator.empty() ? style.key_separator : ": ";
   auto newline = [&](int d) {
     out += '\n';
     out.append(static_cast<size_t>(indent * d), ' ');
@@ -99,27 +103,30 @@ void json_write(std::string& out, const TemplateValue& v, int indent, int depth)
       }
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
+        if (i) out += item_sep;
         if (indent >= 0) newline(depth + 1);
-        json_write(out, items[i], indent, depth + 1);
+        json_write(out, items[i], style, depth + 1);
       }
       if (indent >= 0) newline(depth);
       out += ']';
       return;
     }
     case TemplateValue::Kind::kObject: {
-      const auto& fields = v.fields();
+      std::vector<const std::pair<std::string, TemplateValue>*> fields;
+      for (const auto& f : v.fields()) fields.push_back(&f);
       if (fields.empty()) {
         out += "{}";
         return;
       }
+      if (style.sort_keys)
+        std::stable_sort(fields.begin(), fields.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
       out += '{';
       for (size_t i = 0; i < fields.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
+        if (i) out += item_sep;
         if (indent >= 0) newline(depth + 1);
-        json_string(out, fields[i].first);
-        out += ": ";
-        json_write(out, fields[i].second, indent, depth + 1);
+        json_string(out, fields[i]->first);
+        out += key_sep;
+        json_write(out, fields[i]->second, style, depth + 1);
       }
       if (indent >= 0) newline(depth);
       out += '}';
@@ -249,8 +256,14 @@ std::string TemplateValue::to_output() const {
 }
 
 std::string TemplateValue::to_json(int indent) const {
+  JsonStyle style;
+  style.indent = indent;
+  return to_json(style);
+}
+
+std::string TemplateValue::to_json(const JsonStyle& style) const {
   std::string out;
-  json_write(out, *this, indent, 0);
+  json_write(out, *this, style, 0);
   return out;
 }
 

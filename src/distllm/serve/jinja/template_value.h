@@ -12,6 +12,16 @@ namespace distllm::serve {
 
 struct TemplateMacro;
 
+// How tojson writes JSON, as Python's json.dumps(ensure_ascii=False, indent=...,
+// separators=..., sort_keys=...): empty separators mean json.dumps' defaults
+// (", " between items, or "," when indenting; ": " after keys).
+struct JsonStyle {
+  int indent = -1;  // < 0: one line
+  std::string item_separator;
+  std::string key_separator;
+  bool sort_keys = false;
+};
+
 class TemplateValue {
  public:
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kArray, kObject, kFunction, kMacro };
@@ -57,6 +67,7 @@ class TemplateValue {
   std::string to_output() const;
   // JSON text as Python's json.dumps(ensure_ascii=False) writes it; indent < 0: one line.
   std::string to_json(int indent = -1) const;
+  std::string to_json(const JsonStyle& style) const;
   const char* type_name() const;
 
  private:
