@@ -75,10 +75,12 @@ void InferenceModel::build(const ModelWeights& w) {
   const ParamLayout& layout = w.layout();
   const float* flat = w.flat_f32();
   // Norms, biases and positions: in place in a flat buffer, else widened (small).
-  auto small = [&](int64_t off) -> const float* {
+  // `count`: the floats to read; 0: the tensor's own. A fused bias (q|k|v, gate|up)
+  // spans its adjacent tensors.
+  auto small = [&](int64_t off, int64_t count = 0) -> const float* {
     if (off < 0) return nullptr;
     if (flat) return flat + off;
-    const int64_t n = tensor_at(layout, off).numel;
+    const int64_t n = count > 0 ? count : tensor_at(layout, off).numel;
     AlignedBuffer<float>& copy = owned_.emplace_back(static_cast<size_t>(n));
     w.read_f32(off, n, copy.data());
     return copy.data();
@@ -105,9 +107,10 @@ void InferenceModel::build(const ModelWeights& w) {
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerOffsets o = layout.layer_offsets(l);
     Layer& L = layers_[l];
-    L.attn_norm_w = small(o.attn_norm_w), L.attn_norm_b = small(o.attn_norm_b), L.qkv_b = small(o.qkv_b);
+    L.attn_norm_w = small(o.attn_norm_w), L.attn_norm_b = small(o.attn_norm_b);
+    L.qkv_b = small(o.qkv_b, shard_.qkv_dim());
     L.attn_out_b = small(o.attn_out_b), L.mlp_norm_w = small(o.mlp_norm_w), L.mlp_norm_b = small(o.mlp_norm_b);
-    L.mlp_in_b = small(o.mlp_in_b), L.mlp_out_b = small(o.mlp_out_b);
+    L.mlp_in_b = small(o.mlp_in_b, shard_.mlp_in_dim()), L.mlp_out_b = small(o.mlp_out_b);
     L.q_norm_w = small(o.q_norm_w), L.k_norm_w = small(o.k_norm_w);
     L.qkv = pack(o.qkv_w, C, shard_.qkv_dim());
     L.attn_out = pack(o.attn_out_w, shard_.attn_dim(), C);
