@@ -41,3 +41,13 @@ echo "no template: chat refused with 400, completions served"
 EOF2
 bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --threads 2 \
   --served-model-name test-model --kv-cache-memory 0.05 -- bash "$tmp/no_template.sh" "$tmp/chat_refused.json"
+# Qwen2 (q/k/v biases, tied embeddings) and Qwen3 (q/k norms, head_dim 24 over a width of
+# 64) checkpoints in bf16, served in bf16 and int8: the same API checks pass.
+for fam in qwen2 qwen3; do
+  "$make_model" "$tmp/tiny-$fam" --family $fam --dtype bf16 > /dev/null
+  for dt in bf16 int8; do
+    bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-$fam" --dtype $dt --port 0 --threads 2 \
+      --served-model-name test-model --api-key test-key --kv-cache-memory 0.05 --chat-template chatml -- \
+      bash "$here/curl_test.sh"
+  done
+done
