@@ -13,6 +13,7 @@
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
 #include "distllm/model/hf_checkpoint.h"
+#include "distllm/model/inference.h"
 #include "distllm/model/train_graph.h"
 #include "model/torch_runner.h"
 
@@ -120,7 +121,9 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
     const char* flags;
   };
   for (Variant v : {Variant{"gpt2", ""}, Variant{"gpt2", "--bf16 --shards 3 --no-prefix"}, Variant{"llama", ""},
-                    Variant{"llama", "--bf16"}, Variant{"llama", "--shards 2"}}) {
+                    Variant{"llama", "--bf16"}, Variant{"llama", "--shards 2"}, Variant{"llama31", "--bf16"},
+                    Variant{"qwen2", ""}, Variant{"qwen2", "--bf16 --shards 2"}, Variant{"qwen3", ""},
+                    Variant{"qwen3", "--bf16"}}) {
     SCOPED_TRACE(std::string(v.family) + " " + v.flags);
     std::string d = join_path(dir_, "theirs");
     ASSERT_EQ(testing::run_reference("hf_roundtrip.py", "make " + d + " " + v.family + " " + v.flags), 0);
@@ -129,8 +132,19 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
     const TensorInfo& ti = expected.get("tokens");
     std::vector<int32_t> tokens(static_cast<size_t>(ti.numel()));
     std::memcpy(tokens.data(), expected.bytes(ti).data(), tokens.size() * 4);
-    auto ours = logits_of(*model, tokens, static_cast<int>(ti.shape[0]), static_cast<int>(ti.shape[1]));
-    EXPECT_LT(rel_error(ours, expected.read_f32("logits")), 1e-5);
+    const int B = static_cast<int>(ti.shape[0]), T = static_cast<int>(ti.shape[1]);
+    auto ours = logits_of(*model, tokens, B, T);
+    const std::vector<float> theirs = expected.read_f32("logits");
+    EXPECT_LT(rel_error(ours, theirs), 1e-5);
+    // And through the inference path, from the mapped files in their own dtype: the
+    // last position of the first sequence.
+    InferenceModel im(map_hf_model(d));
+    PagedKvCache cache(im.shard_config(), 4, 16, DType::kF32);
+    const std::vector<int32_t> table = {0};
+    std::vector<float> last;
+    im.forward({InferenceChunk{tokens.data(), T, 0, table.data(), 1, 1}}, cache, last);
+    const int V = model->config().vocab_size;
+    EXPECT_LT(rel_error(last, std::vector<float>(theirs.begin() + (T - 1) * V, theirs.begin() + T * V)), 1e-5);
     fs::remove_all(d);
   }
 }

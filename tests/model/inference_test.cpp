@@ -13,6 +13,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
+#include "distllm/model/family.h"
 #include "distllm/model/inference.h"
 #include "distllm/model/train_graph.h"
 
@@ -24,6 +25,11 @@ ModelConfig config(ModelFamily f) {
   c.family = f;
   c.n_layer = 2, c.n_head = 6, c.n_kv_head = f == ModelFamily::kGpt2 ? 6 : 2, c.n_embd = 60, c.vocab_size = 211;
   c.max_position = 128, c.tie_embeddings = f == ModelFamily::kGpt2, c.rope_theta = 10000.0;
+  if (f == ModelFamily::kQwen3) c.head_dim = 8;  // an attention width (48) other than the model's (60)
+  if (f == ModelFamily::kLlama) {                 // Llama 3.1's scaled RoPE
+    c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+    c.rope_scaling.factor = 8, c.rope_scaling.original_max_position = 32;
+  }
   c.normalize();
   return c;
 }
@@ -31,8 +37,18 @@ ModelConfig config(ModelFamily f) {
 std::shared_ptr<Transformer> make_model(ModelFamily f) {
   auto m = std::make_shared<Transformer>(config(f));
   m->init_weights(17);
+  // Norm weights and biases away from 1 and 0, so that every family's are exercised.
+  CounterRng rng(5);
+  for (const auto& t : m->layout().tensors())
+    if (t.shape.size() == 1)
+      for (int64_t i = 0; i < t.numel; ++i) m->params()[t.offset + i] += 0.1f * rng.normal();
   return m;
 }
+
+const auto kFamilies = ::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kQwen2,
+                                         ModelFamily::kQwen3);
+
+std::string family_name(ModelFamily f) { return family_def(f).name(); }
 
 std::vector<int32_t> random_tokens(int n, uint64_t seed, int vocab) {
   CounterRng rng(seed);
@@ -87,10 +103,12 @@ TEST_P(Inference, MatchesTrainingForward) {
     num += d * d;
     den += full[(T - 1) * 211 + v] * full[(T - 1) * 211 + v];
   }
+  // f32: the same products in another order, measured at most 2.1e-7 relative RMS.
   // bf16 K/V: the rounding of K and V (relative 2^-9 per element) through two
-  // layers; measured 1.4e-4 (gpt2) and 2.1e-4 (llama) relative RMS. int8 K/V (half
-  // a step of max|x| / 127 per slice): measured 3.8e-4 (gpt2) and 4.5e-4 (llama).
-  const double bound = kv() == DType::kF32 ? 1e-5 : kv() == DType::kBF16 ? 4e-4 : 1e-3;
+  // layers; measured 3.1e-5 (gpt2), 4.1e-4 (llama with llama3 RoPE), 1.6e-4 (qwen2)
+  // and 3.0e-4 (qwen3). int8 K/V (half a step of max|x| / 127 per slice): measured
+  // 9.6e-5, 5.4e-4, 6.6e-4 and 9.2e-4.
+  const double bound = kv() == DType::kF32 ? 1e-6 : kv() == DType::kBF16 ? 6e-4 : 1.5e-3;
   EXPECT_LT(std::sqrt(num / den), bound) << std::sqrt(num / den);
 }
 
@@ -183,11 +201,9 @@ TEST_P(Inference, RejectsBadBatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FamiliesAndKvDtypes, Inference,
-                         ::testing::Combine(::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama),
-                                            ::testing::Values(DType::kF32, DType::kBF16, DType::kI8)),
+                         ::testing::Combine(kFamilies, ::testing::Values(DType::kF32, DType::kBF16, DType::kI8)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelFamily, DType>>& i) {
-                           return std::string(std::get<0>(i.param) == ModelFamily::kGpt2 ? "gpt2_" : "llama_") +
-                                  dtype_short_name(std::get<1>(i.param));
+                           return family_name(std::get<0>(i.param)) + "_" + dtype_short_name(std::get<1>(i.param));
                          });
 
 // Position 9 of layer 1 (block table {2, 0}: row 1 of block 0) of a cache of the
@@ -285,9 +301,10 @@ TEST_P(InferenceKvVsF32, GreedyDecodeStaysCloseToF32) {
     start = static_cast<int>(tokens.size());
     tokens.push_back(best_f);
   }
-  // Measured over 40 steps, bf16: max |logit difference| 8e-5 (gpt2) / 2.4e-4
-  // (llama), worst relative RMS 1.8e-4 / 4.7e-4; int8: 2.3e-4 / 4.4e-4 and 5.5e-4 /
-  // 9.9e-4; all 40 greedy choices agreed for both.
+  // Measured over 40 steps (gpt2 / llama with llama3 RoPE / qwen2 / qwen3), bf16: max
+  // |logit difference| 1e-5 / 1.7e-4 / 1.9e-4 / 2.4e-4, worst relative RMS 2.9e-5 /
+  // 3.7e-4 / 4.4e-4 / 4.7e-4; int8: 4e-5 / 5.5e-4 / 5.1e-4 / 6.8e-4 and 7.5e-5 /
+  // 1.2e-3 / 1.1e-3 / 1.5e-3; all 40 greedy choices agreed for each.
   const bool bf16 = kv == DType::kBF16;
   EXPECT_LT(worst_abs, bf16 ? 5e-4 : 1e-3) << worst_abs;
   EXPECT_LT(worst_rel, bf16 ? 7e-4 : 2e-3) << worst_rel;
@@ -297,11 +314,9 @@ TEST_P(InferenceKvVsF32, GreedyDecodeStaysCloseToF32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FamiliesAndKvDtypes, InferenceKvVsF32,
-                         ::testing::Combine(::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama),
-                                            ::testing::Values(DType::kBF16, DType::kI8)),
+                         ::testing::Combine(kFamilies, ::testing::Values(DType::kBF16, DType::kI8)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelFamily, DType>>& i) {
-                           return std::string(std::get<0>(i.param) == ModelFamily::kGpt2 ? "gpt2_" : "llama_") +
-                                  dtype_short_name(std::get<1>(i.param));
+                           return family_name(std::get<0>(i.param)) + "_" + dtype_short_name(std::get<1>(i.param));
                          });
 
 }  // namespace

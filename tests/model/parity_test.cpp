@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/rng.h"
@@ -46,6 +47,19 @@ ModelConfig llama(int L, int H, int KV, int C, int I, int V, int P, bool tied = 
   return c;
 }
 
+// The Llama lineage's variants: rope_scaling, biases, Qwen2, Qwen3.
+ModelConfig variant(ModelConfig c, const std::function<void(ModelConfig&)>& change) {
+  change(c);
+  c.normalize();
+  return c;
+}
+
+RopeScaling scaling(RopeScaling::Kind kind, double factor, int original = 0) {
+  RopeScaling s;
+  s.kind = kind, s.factor = factor, s.original_max_position = original;
+  return s;
+}
+
 std::vector<Case> cases() {
   return {
       {"gpt2_3heads_v1000", gpt2(2, 3, 48, 1000, 64), 2, 16},
@@ -56,6 +70,31 @@ std::vector<Case> cases() {
       {"llama_gqa3to1_T257", llama(1, 3, 1, 30, 52, 1000, 300), 1, 257},
       {"llama_T1_tied", llama(2, 4, 2, 32, 48, 1000, 8, true), 2, 1},
       {"llama_headdim12", llama(2, 4, 2, 40, 64, 1000, 32, false, 12), 2, 9},
+      {"llama_rope_llama3", variant(llama(2, 4, 2, 32, 48, 1000, 64), [](ModelConfig& c) {
+         c.rope_scaling = scaling(RopeScaling::Kind::kLlama3, 8, 16);
+         c.rope_scaling.low_freq_factor = 1, c.rope_scaling.high_freq_factor = 4;
+         c.rope_theta = 500000;
+       }), 2, 40},
+      {"llama_rope_linear", variant(llama(1, 4, 2, 32, 48, 1000, 32), [](ModelConfig& c) {
+         c.rope_scaling = scaling(RopeScaling::Kind::kLinear, 2, 32);
+         c.max_position = 64;
+       }), 2, 40},
+      {"llama_rope_dynamic", variant(llama(1, 4, 2, 32, 48, 1000, 32), [](ModelConfig& c) {
+         c.rope_scaling = scaling(RopeScaling::Kind::kDynamic, 2, 32);
+         c.max_position = 64;
+       }), 2, 40},
+      {"llama_rope_yarn", variant(llama(1, 4, 4, 32, 48, 1000, 64), [](ModelConfig& c) {
+         c.rope_scaling = scaling(RopeScaling::Kind::kYarn, 4, 16);
+       }), 2, 40},
+      {"llama_biases", variant(llama(2, 4, 2, 32, 48, 1000, 32), [](ModelConfig& c) {
+         c.qkv_bias = c.attn_out_bias = c.mlp_bias = true;
+       }), 2, 9},
+      {"qwen2_tied", variant(llama(2, 4, 2, 32, 48, 1000, 32, true), [](ModelConfig& c) {
+         c.family = ModelFamily::kQwen2;
+       }), 2, 9},
+      {"qwen3_headdim24", variant(llama(2, 4, 2, 40, 64, 1000, 32, false, 24), [](ModelConfig& c) {
+         c.family = ModelFamily::kQwen3;
+       }), 2, 9},
   };
 }
 

@@ -6,6 +6,7 @@ usage:
       model.safetensors or index + shards, any float dtype) with this script's own
       reader and writes the reference logits for `tokens` [B, T].
   hf_roundtrip.py make MODEL_DIR FAMILY [--bf16] [--shards N] [--no-prefix]
+      (FAMILY: gpt2, llama, llama31, qwen2, qwen3)
       Creates a random model with Hugging Face names, saves it as a model directory
       (optionally bf16 and/or sharded; GPT-2 optionally without the "transformer."
       prefix, as GPT2Model saves), and writes expected.safetensors with tokens and the
@@ -69,12 +70,28 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
                            p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
                            p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,)})
     else:
-        cfgj = {"model_type": "llama", "vocab_size": 300, "hidden_size": 48, "num_hidden_layers": 2,
+        # The Llama lineage as transformers writes it (unknown keys are ignored by readers):
+        # llama, llama31 (Llama 3.1's rope_scaling, tied embeddings), qwen2 (q/k/v biases),
+        # qwen3 (per-head q/k norms, a head_dim of its own).
+        model_type = {"llama": "llama", "llama31": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}[family]
+        D = 16 if family == "qwen3" else 12
+        tied = family in ("llama31", "qwen2")
+        cfgj = {"model_type": model_type, "vocab_size": 300, "hidden_size": 48, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 80,
                 "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 500000.0,
-                "tie_word_embeddings": False, "torch_dtype": "bfloat16" if bf16 else "float32"}
-        C, V, I, D = 48, 300, 80, 12
-        shapes = {"model.embed_tokens.weight": (V, C), "model.norm.weight": (C,), "lm_head.weight": (V, C)}
+                "tie_word_embeddings": tied, "torch_dtype": "bfloat16" if bf16 else "float32"}
+        if family == "llama31":
+            cfgj["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        if family in ("qwen2", "qwen3"):
+            cfgj.update({"use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+                         "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2})
+        if family == "qwen3":
+            cfgj.update({"head_dim": D, "attention_bias": False})
+        C, V, I = 48, 300, 80
+        shapes = {"model.embed_tokens.weight": (V, C), "model.norm.weight": (C,)}
+        if not tied:
+            shapes["lm_head.weight"] = (V, C)
         for i in range(2):
             p = f"model.layers.{i}."
             shapes.update({p + "input_layernorm.weight": (C,), p + "self_attn.q_proj.weight": (4 * D, C),
@@ -82,6 +99,11 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
                            p + "self_attn.o_proj.weight": (C, 4 * D), p + "post_attention_layernorm.weight": (C,),
                            p + "mlp.gate_proj.weight": (I, C), p + "mlp.up_proj.weight": (I, C),
                            p + "mlp.down_proj.weight": (C, I)})
+            if family == "qwen2":
+                shapes.update({p + "self_attn.q_proj.bias": (4 * D,), p + "self_attn.k_proj.bias": (2 * D,),
+                               p + "self_attn.v_proj.bias": (2 * D,)})
+            if family == "qwen3":
+                shapes.update({p + "self_attn.q_norm.weight": (D,), p + "self_attn.k_norm.weight": (D,)})
     weights = {}
     for name, shape in shapes.items():
         t = torch.randn(*shape) * (0.5 if len(shape) == 1 else 0.05)

@@ -1,5 +1,6 @@
-"""Plain-PyTorch GPT-2 and Llama (no transformers package), written from the
-architecture descriptions, used as the numerical reference for distllm.
+"""Plain-PyTorch GPT-2 and the Llama lineage (Llama with rope_scaling and biases, Qwen2,
+Qwen3; no transformers package), written from the architecture descriptions and
+transformers' modeling code, used as the numerical reference for distllm.
 
 Parameters are a dict keyed by Hugging Face names with Hugging Face shapes.
 """
@@ -21,7 +22,7 @@ class Config:
             self.D = self.C // self.H
             self.eps = j.get("layer_norm_epsilon", 1e-5)
             self.tied = True
-        else:
+        else:  # the Llama lineage: llama, qwen2, qwen3
             self.vocab = j["vocab_size"]
             self.C = j["hidden_size"]
             self.L = j["num_hidden_layers"]
@@ -32,6 +33,14 @@ class Config:
             self.eps = j.get("rms_norm_eps", 1e-6)
             self.theta = j.get("rope_theta", 10000.0)
             self.tied = j.get("tie_word_embeddings", False)
+            self.max_pos = j.get("max_position_embeddings", 2048)
+            self.rope_scaling = j.get("rope_scaling") or None
+            self.original_max_pos = j.get("original_max_position_embeddings")
+            attention_bias = j.get("attention_bias", False)
+            self.qkv_bias = attention_bias or self.family == "qwen2"
+            self.o_bias = attention_bias and self.family != "qwen2"
+            self.mlp_bias = j.get("mlp_bias", False)
+            self.qk_norm = self.family == "qwen3"
 
 
 def _attention(q, k, v, n_rep):
@@ -55,12 +64,68 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _inv_freq(theta, D):
+    return 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+
+
 def _rope(cfg, T):
-    inv_freq = 1.0 / (cfg.theta ** (torch.arange(0, cfg.D, 2).float() / cfg.D))
+    """cos, sin [T, D] as transformers' rotary embeddings compute them (modeling_rope_utils),
+    with dynamic NTK and LongRoPE made static as distllm (and vLLM) serve them."""
+    D, theta, s = cfg.D, cfg.theta, cfg.rope_scaling
+    inv_freq, attention_factor = _inv_freq(theta, D), 1.0
+    kind = (s or {}).get("rope_type", (s or {}).get("type", "default"))
     t = torch.arange(T).float()
+    if kind == "linear":
+        inv_freq = inv_freq / s["factor"]
+    elif kind == "dynamic":
+        # One NTK base for the context stretched by the factor (vLLM's rule).
+        f = s["factor"]
+        base = theta * ((f * (cfg.max_pos * f) / cfg.max_pos) - (f - 1)) ** (D / (D - 2))
+        inv_freq = _inv_freq(base, D)
+    elif kind == "llama3":
+        f, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+        old = s["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv_freq
+        llama = torch.where(wavelen > low_wavelen, inv_freq / f, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * llama / f + smooth * llama
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv_freq = torch.where(medium, smoothed, llama)
+    elif kind == "yarn":
+        f = s["factor"]
+        beta_fast, beta_slow = s.get("beta_fast", 32), s.get("beta_slow", 1)
+        orig = s.get("original_max_position_embeddings", cfg.max_pos)
+
+        def corr(rot):
+            return (D * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+        low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), D - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(D // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        extra = 1 - ramp
+        inv_freq = (inv_freq / f) * (1 - extra) + inv_freq * extra
+        attention_factor = s.get("attention_factor") or (0.1 * math.log(f) + 1.0 if f > 1 else 1.0)
+    elif kind in ("longrope", "su"):
+        orig = cfg.original_max_pos or cfg.max_pos
+        f = cfg.max_pos / cfg.original_max_pos if cfg.original_max_pos else s.get("factor", 1.0)
+        attention_factor = s.get("attention_factor") or (math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0)
+        shape = torch.arange(0, D, 2, dtype=torch.int64).float() / D
+        short = 1.0 / (torch.tensor(s["short_factor"], dtype=torch.float32) * theta ** shape)
+        long = 1.0 / (torch.tensor(s["long_factor"], dtype=torch.float32) * theta ** shape)
+        # Positions below the original context rotate with the short factors, the rest with the long.
+        freqs = torch.where((t < orig)[:, None], torch.outer(t, short), torch.outer(t, long))
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos() * attention_factor, emb.sin() * attention_factor
     freqs = torch.outer(t, inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
+    return emb.cos() * attention_factor, emb.sin() * attention_factor
+
+
+def _linear(x, p, name, bias):
+    y = x @ p[name + ".weight"].t()
+    return y + p[name + ".bias"] if bias else y
 
 
 def forward(cfg, p, idx):
@@ -88,17 +153,21 @@ def forward(cfg, p, idx):
     for i in range(cfg.L):
         pre = f"model.layers.{i}."
         h = _rms_norm(x, p[pre + "input_layernorm.weight"], cfg.eps)
-        q = (h @ p[pre + "self_attn.q_proj.weight"].t()).view(B, T, cfg.H, cfg.D).transpose(1, 2)
-        k = (h @ p[pre + "self_attn.k_proj.weight"].t()).view(B, T, cfg.KV, cfg.D).transpose(1, 2)
-        v = (h @ p[pre + "self_attn.v_proj.weight"].t()).view(B, T, cfg.KV, cfg.D).transpose(1, 2)
+        q = _linear(h, p, pre + "self_attn.q_proj", cfg.qkv_bias).view(B, T, cfg.H, cfg.D)
+        k = _linear(h, p, pre + "self_attn.k_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
+        v = _linear(h, p, pre + "self_attn.v_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
+        if cfg.qk_norm:  # Qwen3: RMSNorm over each head's D before the rotation
+            q = _rms_norm(q, p[pre + "self_attn.q_norm.weight"], cfg.eps)
+            k = _rms_norm(k, p[pre + "self_attn.k_norm.weight"], cfg.eps)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
         y = _attention(q, k, v, cfg.H // cfg.KV).transpose(1, 2).reshape(B, T, cfg.H * cfg.D)
-        x = x + y @ p[pre + "self_attn.o_proj.weight"].t()
+        x = x + _linear(y, p, pre + "self_attn.o_proj", cfg.o_bias)
         h = _rms_norm(x, p[pre + "post_attention_layernorm.weight"], cfg.eps)
-        g = h @ p[pre + "mlp.gate_proj.weight"].t()
-        u = h @ p[pre + "mlp.up_proj.weight"].t()
-        x = x + (F.silu(g) * u) @ p[pre + "mlp.down_proj.weight"].t()
+        g = _linear(h, p, pre + "mlp.gate_proj", cfg.mlp_bias)
+        u = _linear(h, p, pre + "mlp.up_proj", cfg.mlp_bias)
+        x = x + _linear(F.silu(g) * u, p, pre + "mlp.down_proj", cfg.mlp_bias)
     x = _rms_norm(x, p["model.norm.weight"], cfg.eps)
     head = p["model.embed_tokens.weight"] if cfg.tied else p["lm_head.weight"]
     return x @ head.t()

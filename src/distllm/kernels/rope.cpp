@@ -8,22 +8,37 @@
 
 namespace distllm::kernels {
 
-RopeTable::RopeTable(int head_dim_, int max_pos_, double theta) : head_dim(head_dim_), max_pos(max_pos_) {
+std::vector<float> rope_inverse_frequencies(int head_dim, double theta) {
   DL_CHECK(head_dim % 2 == 0, "rope needs an even head dimension, got %d", head_dim);
-  int half = head_dim / 2;
-  cos.resize(static_cast<size_t>(max_pos) * half);
-  sin.resize(static_cast<size_t>(max_pos) * half);
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
+  std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
+  for (int i = 0; i < head_dim / 2; ++i) {
     float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     float base_pow = static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
-    inv_freq[i] = 1.0f / base_pow;
+    inv_freq[static_cast<size_t>(i)] = 1.0f / base_pow;
   }
+  return inv_freq;
+}
+
+RopeTable::RopeTable(int head_dim_, int max_pos_, double theta)
+    : RopeTable(head_dim_, max_pos_, rope_inverse_frequencies(head_dim_, theta)) {}
+
+RopeTable::RopeTable(int head_dim_, int max_pos_, const std::vector<float>& inv_freq, float attention_factor,
+                     int switch_at, const std::vector<float>* inv_freq_after)
+    : head_dim(head_dim_), max_pos(max_pos_) {
+  DL_CHECK(head_dim % 2 == 0, "rope needs an even head dimension, got %d", head_dim);
+  const int half = head_dim / 2;
+  DL_CHECK(static_cast<int>(inv_freq.size()) == half && (!inv_freq_after || static_cast<int>(inv_freq_after->size()) == half),
+           "rope: %zu inverse frequencies for a head dimension of %d", inv_freq.size(), head_dim);
+  cos.resize(static_cast<size_t>(max_pos) * half);
+  sin.resize(static_cast<size_t>(max_pos) * half);
   for (int p = 0; p < max_pos; ++p) {
+    const std::vector<float>& f = inv_freq_after && switch_at >= 0 && p >= switch_at ? *inv_freq_after : inv_freq;
     for (int i = 0; i < half; ++i) {
-      float angle = static_cast<float>(p) * inv_freq[i];
-      cos[static_cast<size_t>(p) * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin[static_cast<size_t>(p) * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      float angle = static_cast<float>(p) * f[static_cast<size_t>(i)];
+      float c = static_cast<float>(std::cos(static_cast<double>(angle)));
+      float s = static_cast<float>(std::sin(static_cast<double>(angle)));
+      cos[static_cast<size_t>(p) * half + i] = attention_factor == 1.0f ? c : c * attention_factor;
+      sin[static_cast<size_t>(p) * half + i] = attention_factor == 1.0f ? s : s * attention_factor;
     }
   }
 }

@@ -9,9 +9,13 @@
 
 namespace distllm::kernels {
 
+// The inverse frequencies theta^(-2i/D), i in [0, D/2), in float32 as transformers
+// computes them (the start of every RoPE variant; model/rope_scaling.h scales them).
+std::vector<float> rope_inverse_frequencies(int head_dim, double theta);
+
 // cos/sin for positions [0, max_pos), each row D/2 wide. Computed the way
-// transformers does it in float32 (inverse frequency, then position * inv_freq),
-// so long-context angles round the same way.
+// transformers does it in float32 (inverse frequency, then position * inv_freq,
+// cos and sin times the attention factor), so long-context angles round the same way.
 struct RopeTable {
   int head_dim = 0;
   int max_pos = 0;
@@ -20,6 +24,10 @@ struct RopeTable {
 
   RopeTable() = default;
   RopeTable(int head_dim, int max_pos, double theta);
+  // From inverse frequencies (D/2 of them). Positions from `switch_at` on use
+  // `inv_freq_after` instead when it is given (LongRoPE's long factors).
+  RopeTable(int head_dim, int max_pos, const std::vector<float>& inv_freq, float attention_factor = 1.0f,
+            int switch_at = -1, const std::vector<float>* inv_freq_after = nullptr);
 };
 
 // Rotates n_heads consecutive heads in each of `rows` rows (row stride `stride`

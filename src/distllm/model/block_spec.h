@@ -21,6 +21,8 @@ struct BlockSpec {
   PositionKind positions = PositionKind::kLearned;
   // How the family stores block matrices: GPT-2's Conv1D [in, out] or Linear [out, in].
   kernels::WeightLayout linear_layout = kernels::WeightLayout::kOutIn;
+  // RMSNorm of each head of q and k (weights [head_dim]) before the rotation (Qwen3).
+  bool qk_norm = false;
 
   bool gated_mlp() const { return mlp == MlpKind::kSwiGlu; }  // W_in holds gate|up: 2I rows
   bool rotary() const { return positions == PositionKind::kRotary; }

@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "distllm/model/block_spec.h"
+#include "distllm/model/rope_scaling.h"
 
 namespace distllm {
 
-enum class ModelFamily { kGpt2, kLlama };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3 };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt2;
@@ -27,6 +28,12 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   double rope_theta = 10000.0;
   bool tie_embeddings = true;
+  // Features some families have (each family's file says which it reads):
+  RopeScaling rope_scaling;  // rotary positions stretched beyond the training context
+  bool qkv_bias = false;     // biases on q, k and v (Qwen2; Llama's attention_bias)
+  bool attn_out_bias = false;  // a bias on the attention output (Llama's attention_bias)
+  bool mlp_bias = false;     // biases on the MLP's linears (Llama's mlp_bias)
+  bool qk_norm = false;      // RMSNorm of each head of q and k before RoPE (Qwen3)
 
   // Derived sizes (valid after normalize()).
   int attn_dim() const { return n_head * head_dim; }                     // width of q and attention output

@@ -6,7 +6,9 @@
 
 namespace distllm {
 
-std::vector<const FamilyDef*> all_families() { return {&gpt2_family(), &llama_family()}; }
+std::vector<const FamilyDef*> all_families() {
+  return {&gpt2_family(), &llama_family(), &qwen2_family(), &qwen3_family()};
+}
 
 const FamilyDef& family_def(ModelFamily family) {
   for (const FamilyDef* f : all_families())

@@ -43,6 +43,8 @@ enum class TensorRole {
   kMlpInBias,
   kMlpOutWeight,
   kMlpOutBias,
+  kQNormWeight,
+  kKNormWeight,
   kFinalNormWeight,
   kFinalNormBias,
   kLmHead,

@@ -14,6 +14,7 @@
 #include "distllm/kernels/paged_attention.h"
 #include "distllm/kernels/vec.h"
 #include "distllm/model/block_ops.h"
+#include "distllm/model/rope_scaling.h"
 
 namespace distllm {
 
@@ -74,10 +75,12 @@ void InferenceModel::build(const ModelWeights& w) {
   const ParamLayout& layout = w.layout();
   const float* flat = w.flat_f32();
   // Norms, biases and positions: in place in a flat buffer, else widened (small).
-  auto small = [&](int64_t off) -> const float* {
+  // `count`: the floats to read; 0: the tensor's own. A fused bias (q|k|v, gate|up)
+  // spans its adjacent tensors.
+  auto small = [&](int64_t off, int64_t count = 0) -> const float* {
     if (off < 0) return nullptr;
     if (flat) return flat + off;
-    const int64_t n = tensor_at(layout, off).numel;
+    const int64_t n = count > 0 ? count : tensor_at(layout, off).numel;
     AlignedBuffer<float>& copy = owned_.emplace_back(static_cast<size_t>(n));
     w.read_f32(off, n, copy.data());
     return copy.data();
@@ -104,9 +107,11 @@ void InferenceModel::build(const ModelWeights& w) {
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerOffsets o = layout.layer_offsets(l);
     Layer& L = layers_[l];
-    L.attn_norm_w = small(o.attn_norm_w), L.attn_norm_b = small(o.attn_norm_b), L.qkv_b = small(o.qkv_b);
+    L.attn_norm_w = small(o.attn_norm_w), L.attn_norm_b = small(o.attn_norm_b);
+    L.qkv_b = small(o.qkv_b, shard_.qkv_dim());
     L.attn_out_b = small(o.attn_out_b), L.mlp_norm_w = small(o.mlp_norm_w), L.mlp_norm_b = small(o.mlp_norm_b);
-    L.mlp_in_b = small(o.mlp_in_b), L.mlp_out_b = small(o.mlp_out_b);
+    L.mlp_in_b = small(o.mlp_in_b, shard_.mlp_in_dim()), L.mlp_out_b = small(o.mlp_out_b);
+    L.q_norm_w = small(o.q_norm_w), L.k_norm_w = small(o.k_norm_w);
     L.qkv = pack(o.qkv_w, C, shard_.qkv_dim());
     L.attn_out = pack(o.attn_out_w, shard_.attn_dim(), C);
     L.mlp_in = pack(o.mlp_in_w, C, shard_.mlp_in_dim());
@@ -137,7 +142,7 @@ void InferenceModel::build(const ModelWeights& w) {
                         shard_.vocab_size, C,
                         [&](int64_t n0, int count, float* rows) { w.read_f32(head + n0 * C, int64_t{count} * C, rows); },
                         weight_dtype_);
-  if (block.rotary()) rope_ = RopeTable(cfg_.head_dim, cfg_.max_position, cfg_.rope_theta);
+  if (block.rotary()) rope_ = rope_table(cfg_, cfg_.max_position);
   w.check_source();  // what was packed is what the files held throughout
 }
 
@@ -310,6 +315,13 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     {
       DL_PROFILE("infer.linear.qkv");
       linear_bi(qkv_.data(), QKV, h_.data(), C, w.qkv, w.qkv_b, N);
+    }
+    if (w.q_norm_w) {
+      DL_PROFILE("infer.qk_norm");
+      head_rmsnorm_forward(qkv_.data(), N, QKV, shard_.n_head, cfg_.head_dim, w.q_norm_w, cfg_.norm_eps, nullptr,
+                           nullptr);
+      head_rmsnorm_forward(qkv_.data() + A, N, QKV, shard_.n_kv_head, cfg_.head_dim, w.k_norm_w, cfg_.norm_eps, nullptr,
+                           nullptr);
     }
     if (block_.rotary()) {
       rope_apply(qkv_.data(), N, QKV, shard_.n_head, positions.data(), rope_, false);

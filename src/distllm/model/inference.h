@@ -88,6 +88,7 @@ class InferenceModel {
   struct Layer {
     const float *attn_norm_w, *attn_norm_b, *qkv_b, *attn_out_b;
     const float *mlp_norm_w, *mlp_norm_b, *mlp_in_b, *mlp_out_b;
+    const float *q_norm_w, *k_norm_w;  // per-head q/k norms (qk_norm), else null
     kernels::PackedLinear qkv, attn_out, mlp_in, mlp_out;
   };
   std::shared_ptr<const ModelWeights> weights_;  // a flat source the views point into; else null

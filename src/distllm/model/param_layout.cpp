@@ -56,6 +56,8 @@ int64_t* layer_field(LayerOffsets& o, TensorRole role) {
     case TensorRole::kMlpInBias: return &o.mlp_in_b;
     case TensorRole::kMlpOutWeight: return &o.mlp_out_w;
     case TensorRole::kMlpOutBias: return &o.mlp_out_b;
+    case TensorRole::kQNormWeight: return &o.q_norm_w;
+    case TensorRole::kKNormWeight: return &o.k_norm_w;
     default: return nullptr;
   }
 }

@@ -72,6 +72,8 @@ struct LayerFields {
   T mlp_in_b = kNone;
   T mlp_out_w = kNone;  // [I, C] (Conv1D) or [C, I] (Linear)
   T mlp_out_b = kNone;
+  T q_norm_w = kNone;  // [head_dim]: every query head's RMSNorm (qk_norm)
+  T k_norm_w = kNone;
 
   // The same fields, each mapped by f (absent ones stay absent).
   template <typename U, typename F>
@@ -81,7 +83,7 @@ struct LayerFields {
     r.attn_norm_w = m(attn_norm_w), r.attn_norm_b = m(attn_norm_b), r.qkv_w = m(qkv_w), r.qkv_b = m(qkv_b);
     r.attn_out_w = m(attn_out_w), r.attn_out_b = m(attn_out_b), r.mlp_norm_w = m(mlp_norm_w);
     r.mlp_norm_b = m(mlp_norm_b), r.mlp_in_w = m(mlp_in_w), r.mlp_in_b = m(mlp_in_b), r.mlp_out_w = m(mlp_out_w);
-    r.mlp_out_b = m(mlp_out_b);
+    r.mlp_out_b = m(mlp_out_b), r.q_norm_w = m(q_norm_w), r.k_norm_w = m(k_norm_w);
     return r;
   }
 };

@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include "distllm/base/profiler.h"
+#include "distllm/kernels/norm.h"
+#include "distllm/kernels/vec.h"
+#include "distllm/model/rope_scaling.h"
 
 namespace distllm {
 
@@ -13,14 +16,23 @@ TrainAttention::TrainAttention(const ModelConfig& shard, int B, int T, int seq_l
                                const ContextParallel& cp, const int32_t* positions)
     : cfg_(shard), B_(B), T_(T), BT_(static_cast<int64_t>(B) * T), tp_(tp), positions_(positions) {
   rotary_ = cfg_.block().rotary();
-  if (rotary_) rope_ = RopeTable(cfg_.head_dim, seq_len, cfg_.rope_theta);
+  if (rotary_) rope_ = rope_table(cfg_, seq_len);
   if (cp.active()) ring_ = std::make_unique<RingAttention>(cfg_, B_, seq_len, *cp.comm);
   if (tp_.active() && tp_.plan->kv_replicas() > 1)
     kv_sum_.resize(static_cast<size_t>(BT_ * 2 * tp_.plan->full().n_kv_head * cfg_.head_dim));
+  if (tp_.active() && cfg_.block().qk_norm) norm_grads_.resize(static_cast<size_t>(2 * cfg_.head_dim));
+}
+
+int64_t TrainAttention::qk_saved_floats() const {
+  return cfg_.block().qk_norm ? BT_ * (cfg_.n_head + cfg_.n_kv_head) * cfg_.head_dim : 0;
+}
+
+int64_t TrainAttention::qk_rstd_floats() const {
+  return cfg_.block().qk_norm ? BT_ * (cfg_.n_head + cfg_.n_kv_head) : 0;
 }
 
 size_t TrainAttention::buffer_bytes() const {
-  return kv_sum_.size() * sizeof(float) + (ring_ ? ring_->buffer_bytes() : 0);
+  return (kv_sum_.size() + norm_grads_.size()) * sizeof(float) + (ring_ ? ring_->buffer_bytes() : 0);
 }
 
 AttentionArgs TrainAttention::args(const float* qkv, float* out, float* lse) const {
@@ -44,7 +56,15 @@ AttentionArgs TrainAttention::args(const float* qkv, float* out, float* lse) con
   return a;
 }
 
-void TrainAttention::forward(float* qkv, float* out, float* lse) {
+void TrainAttention::forward(float* qkv, float* out, float* lse, const QkNorm& norm) {
+  if (norm.q_weight) {
+    DL_PROFILE("fwd.qk_norm");
+    const int64_t D = cfg_.head_dim, H = cfg_.n_head;
+    head_rmsnorm_forward(qkv, BT_, cfg_.qkv_dim(), cfg_.n_head, cfg_.head_dim, norm.q_weight, cfg_.norm_eps,
+                         norm.saved, norm.rstd);
+    head_rmsnorm_forward(qkv + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, cfg_.head_dim, norm.k_weight,
+                         cfg_.norm_eps, norm.saved + BT_ * H * D, norm.rstd + BT_ * H);
+  }
   if (rotary_) {
     DL_PROFILE("fwd.rope");
     rope_apply(qkv, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_, false);
@@ -57,8 +77,8 @@ void TrainAttention::forward(float* qkv, float* out, float* lse) {
     attention_forward(args(qkv, out, lse));
 }
 
-void TrainAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout,
-                              float* dqkv) {
+void TrainAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv,
+                              const QkNorm& norm, float* dq_norm, float* dk_norm) {
   const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
   float* dq = dqkv;
   float* dk = dq + cfg_.attn_dim();
@@ -79,6 +99,27 @@ void TrainAttention::backward(const float* qkv, const float* out, const float* l
     rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_, true);
   }
   if (kv_sum_.size() != 0) sum_replicated_kv_grads(dk, dv);
+  if (norm.q_weight) qk_norm_backward(dqkv, norm, dq_norm, dk_norm);
+}
+
+void TrainAttention::qk_norm_backward(float* dqkv, const QkNorm& norm, float* dq_norm, float* dk_norm) {
+  DL_PROFILE("bwd.qk_norm");
+  const int64_t D = cfg_.head_dim, H = cfg_.n_head;
+  // Under tensor parallelism each rank's heads give part of the norms' weight
+  // gradients: summed over the group (a replicated key/value head counted once).
+  const bool tp = norm_grads_.size() != 0;
+  const bool owns_k = !tp || tp_.plan->rank() % tp_.plan->kv_replicas() == 0;
+  if (tp) norm_grads_.zero();
+  float* gq = tp ? norm_grads_.data() : dq_norm;
+  float* gk = tp ? norm_grads_.data() + D : dk_norm;
+  head_rmsnorm_backward(dqkv, BT_, cfg_.qkv_dim(), cfg_.n_head, cfg_.head_dim, norm.q_weight, norm.saved, norm.rstd,
+                        gq);
+  head_rmsnorm_backward(dqkv + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, cfg_.head_dim, norm.k_weight,
+                        norm.saved + BT_ * H * D, norm.rstd + BT_ * H, owns_k ? gk : nullptr);
+  if (!tp) return;
+  tp_.comm->allreduce_sum(norm_grads_.data(), 2 * D);
+  add_inplace(dq_norm, gq, D);
+  add_inplace(dk_norm, gk, D);
 }
 
 void TrainAttention::drop_replicated_kv_input_grad(float* dqkv) const {

@@ -15,8 +15,9 @@ void alloc_floats(AlignedBuffer<float>& b, int64_t n) { b.resize(static_cast<siz
 }  // namespace
 
 size_t BlockActs::bytes() const {
-  return (norm1.size() + norm1_mean.size() + norm1_rstd.size() + qkv.size() + attn.size() + lse.size() + mid.size() +
-          norm2.size() + norm2_mean.size() + norm2_rstd.size() + mlp_in.size() + mlp_act.size()) *
+  return (norm1.size() + norm1_mean.size() + norm1_rstd.size() + qkv.size() + qk_saved.size() + qk_rstd.size() +
+          attn.size() + lse.size() + mid.size() + norm2.size() + norm2_mean.size() + norm2_rstd.size() + mlp_in.size() +
+          mlp_act.size()) *
          sizeof(float);
 }
 
@@ -40,6 +41,8 @@ void TrainBlock::alloc(BlockActs& a) const {
   alloc_floats(a.norm1_mean, rows);
   alloc_floats(a.norm1_rstd, rows);
   alloc_floats(a.qkv, BT_ * cfg_.qkv_dim());
+  alloc_floats(a.qk_saved, attention_.qk_saved_floats());
+  alloc_floats(a.qk_rstd, attention_.qk_rstd_floats());
   alloc_floats(a.attn, BT_ * cfg_.attn_dim());
   alloc_floats(a.lse, BT_ * cfg_.n_head);  // [B, H, T]
   alloc_floats(a.mid, rows * C);
@@ -58,6 +61,11 @@ void TrainBlock::alloc(BlockScratch& s) const {
   alloc_floats(s.dmlp_act, BT_ * cfg_.mlp_act_dim());
 }
 
+QkNorm TrainBlock::qk_norm(const LayerTensors& w, BlockActs& a) {
+  if (w.q_norm_w == nullptr) return {};
+  return {w.q_norm_w, w.k_norm_w, a.qk_saved.data(), a.qk_rstd.data()};
+}
+
 void TrainBlock::forward(const LayerTensors& w, const float* in, BlockActs& a, float* out) {
   const int C = cfg_.n_embd, I = cfg_.mlp_act_dim();
   const int64_t rows = par_.rows();
@@ -70,7 +78,7 @@ void TrainBlock::forward(const LayerTensors& w, const float* in, BlockActs& a, f
     DL_PROFILE("fwd.matmul");
     matmul_forward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, BT_, C, cfg_.qkv_dim(), mode_);
   }
-  attention_.forward(a.qkv.data(), a.attn.data(), a.lse.data());
+  attention_.forward(a.qkv.data(), a.attn.data(), a.lse.data(), qk_norm(w, a));
   {
     DL_PROFILE("fwd.matmul");
     par_.row_parallel_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, cfg_.attn_dim(), mode_);
@@ -147,7 +155,8 @@ void TrainBlock::backward(const LayerTensors& w, const LayerTensors& g, const fl
     DL_PROFILE("bwd.matmul");
     matmul_backward_weight(g.attn_out_w, g.attn_out_b, dout, a.attn.data(), BT_, cfg_.attn_dim(), C, mode_);
   }
-  attention_.backward(a.qkv.data(), a.attn.data(), a.lse.data(), s_.dattn.data(), s_.dqkv.data());
+  attention_.backward(a.qkv.data(), a.attn.data(), a.lse.data(), s_.dattn.data(), s_.dqkv.data(), qk_norm(w, a),
+                      g.q_norm_w, g.k_norm_w);
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_weight(g.qkv_w, g.qkv_b, s_.dqkv.data(), a.norm1.data(), BT_, C, cfg_.qkv_dim(), mode_);

@@ -1,6 +1,6 @@
 // One decoder block's training forward and backward, read top to bottom as llm.c
 // writes them:
-//   mid = in  + attn_out(attention(qkv(norm1(in))))
+//   mid = in  + attn_out(attention(qkv(norm1(in))))   (q/k normed per head first, for families that do)
 //   out = mid + mlp_out(act(mlp_in(norm2(mid))))
 // The norms, the activation and the positions are the family's (block_spec.h); the
 // linears and norms are parallel layers (parallel_layers.h) and the attention a
@@ -23,7 +23,8 @@ namespace distllm {
 // are kept for this rank's rows only.
 struct BlockActs {
   AlignedBuffer<float> norm1, norm1_mean, norm1_rstd;
-  AlignedBuffer<float> qkv;      // [BT, qkv_dim], q and k after rope
+  AlignedBuffer<float> qkv;      // [BT, qkv_dim], q and k after their norms and rope
+  AlignedBuffer<float> qk_saved, qk_rstd;  // q/k norms: their inputs and reciprocal RMS
   AlignedBuffer<float> attn;     // [BT, attn_dim]
   AlignedBuffer<float> lse;      // [B, H, T]
   AlignedBuffer<float> mid;      // residual after attention [rows, C]
@@ -65,6 +66,8 @@ class TrainBlock {
   TrainAttention& attention_;
   BlockScratch& s_;
   kernels::MatmulMode mode_;
+
+  static QkNorm qk_norm(const LayerTensors& w, BlockActs& a);
 };
 
 }  // namespace distllm

@@ -47,14 +47,14 @@ void Transformer::zero_grad() {
 
 namespace {
 
-bool is_residual_projection(const std::string& name) {
-  return ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight") ||
-         ends_with(name, "self_attn.o_proj.weight") || ends_with(name, "mlp.down_proj.weight");
+// GPT-2's scaled initialisation of the projections that write the residual stream.
+bool is_residual_projection(TensorRole role) {
+  return role == TensorRole::kAttnOutWeight || role == TensorRole::kMlpOutWeight;
 }
 
-bool is_norm_weight(const std::string& name) {
-  return name.find("ln_") != std::string::npos || name.find("layernorm") != std::string::npos ||
-         name == "model.norm.weight";
+bool is_norm_weight(TensorRole role) {
+  return role == TensorRole::kAttnNormWeight || role == TensorRole::kMlpNormWeight ||
+         role == TensorRole::kFinalNormWeight || role == TensorRole::kQNormWeight || role == TensorRole::kKNormWeight;
 }
 
 }  // namespace
@@ -72,11 +72,11 @@ void init_weights_range(const ParamLayout& layout, uint64_t seed, int64_t begin,
     if (lo >= hi) return;
     float* p = out + (lo - begin);
     if (t.shape.size() == 1) {
-      float value = is_norm_weight(t.name) && ends_with(t.name, "weight") ? 1.0f : 0.0f;
+      float value = is_norm_weight(t.role) ? 1.0f : 0.0f;
       std::fill(p, p + (hi - lo), value);
       return;
     }
-    float std = is_residual_projection(t.name) ? residual_std : 0.02f;
+    float std = is_residual_projection(t.role) ? residual_std : 0.02f;
     // normal() takes two draws, so element i starts at counter 2i.
     CounterRng rng(seed, static_cast<uint64_t>(k), 2 * static_cast<uint64_t>(lo - t.offset));
     for (int64_t i = 0; i < hi - lo; ++i) p[i] = rng.normal() * std;

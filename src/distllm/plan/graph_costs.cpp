@@ -22,8 +22,11 @@ int64_t activation_bytes(const GraphShape& g) {
   const ModelConfig& c = *g.local;
   const int64_t T = g.local_len(), BT = g.tokens(), R = g.rows, C = c.n_embd;
   // norm1, norm2 [BT, C]; mid [R, C]; four norm statistics [R]; qkv, attn, lse, mlp_in, mlp_act.
+  // With per-head q/k norms (qk_norm) also their inputs and reciprocal RMS.
+  const int64_t qk_heads = c.block().qk_norm ? static_cast<int64_t>(c.n_head) + c.n_kv_head : 0;
   const int64_t per_layer = BT * C * 2 + R * C + R * 4 + BT * c.qkv_dim() + BT * c.attn_dim() +
-                            static_cast<int64_t>(g.batch) * c.n_head * T + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
+                            static_cast<int64_t>(g.batch) * c.n_head * T + BT * c.mlp_in_dim() + BT * c.mlp_act_dim() +
+                            BT * qk_heads * (c.head_dim + 1);
   int64_t floats = 0;
   int checkpointed = 0;
   for (int l = g.stage.begin; l < g.stage.end; ++l) {
@@ -44,6 +47,7 @@ int64_t activation_bytes(const GraphShape& g) {
   floats += R * C + BT * C + BT * c.qkv_dim() + BT * c.attn_dim() + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
   if (g.sp) floats += 2 * BT * C + R * C + 2 * C;  // partial sums, gathered gradient, own rows, norm grads
   if (g.kv_replicas > 1) floats += BT * 2 * g.full->n_kv_head * c.head_dim;
+  if (qk_heads > 0 && g.full->n_head != c.n_head) floats += 2 * c.head_dim;  // tp: the q/k norms' gradient sums
   return floats * 4 + ring_buffer_bytes(c, g.batch, g.seq, g.cp);
 }
 
@@ -52,8 +56,8 @@ double flops_per_token(const ModelConfig& c, int seq, const ActivationCheckpoint
   const int first_layer = layout.layer_group(0);
   double matmul = 0, layer = 0;
   for (const auto& t : layout.tensors()) {
-    if (t.name == "transformer.wpe.weight") continue;
-    if (t.name == "model.embed_tokens.weight" && !c.tie_embeddings) continue;
+    if (t.role == TensorRole::kPositionEmbedding) continue;
+    if (t.role == TensorRole::kTokenEmbedding && !c.tie_embeddings) continue;  // a lookup, not a product
     const bool in_layer = t.group != layout.embed_group() && t.group != layout.head_group();
     if (in_layer && t.shape.size() == 2) layer += static_cast<double>(t.numel);
     // A tied table's work is the head's matmul, on the last stage.

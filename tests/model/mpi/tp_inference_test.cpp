@@ -34,7 +34,7 @@ ModelConfig tiny(ModelFamily family, int kv = 12) {
   c.n_layer = 2;
   c.n_head = 12;
   c.n_kv_head = kv;
-  const bool llama = family == ModelFamily::kLlama;
+  const bool llama = family != ModelFamily::kGpt2;  // and the lineage (qwen2, qwen3)
   c.n_embd = llama ? 44 : 36;
   c.head_dim = llama ? 4 : 0;
   c.intermediate_size = llama ? 50 : 100;
@@ -50,9 +50,16 @@ ModelConfig llama_cfg(int kv) { return tiny(ModelFamily::kLlama, kv); }
 std::shared_ptr<Transformer> make_model(const ModelConfig& cfg) {
   auto m = std::make_shared<Transformer>(cfg);
   m->init_weights(23);
-  for (const ParamTensor& t : m->layout().tensors())
+  CounterRng rng(29);
+  for (const ParamTensor& t : m->layout().tensors()) {
     if (t.shape.size() == 2)
       for (int64_t i = 0; i < t.numel; ++i) m->params()[t.offset + i] *= 8.0f;
+    // q/k/v biases and q/k norms off their initial 0 and 1, so the split uses them.
+    const bool qkv_extra = t.role == TensorRole::kQkvBias || t.role == TensorRole::kQNormWeight ||
+                           t.role == TensorRole::kKNormWeight || (t.role == TensorRole::kFusedPart && t.shape.size() == 1);
+    if (qkv_extra)
+      for (int64_t i = 0; i < t.numel; ++i) m->params()[t.offset + i] += 0.3f * rng.normal();
+  }
   return m;
 }
 
@@ -182,6 +189,15 @@ TEST(TensorParallelInference, Gpt2MatchesTheWholeModel) {
 
 TEST(TensorParallelInference, LlamaKeyValueHeadsSplit) {
   for (int tp : {2, 4}) expect_parity(llama_cfg(4), tp, DType::kF32, DType::kF32, 1e-5);
+}
+
+// qwen2's q/k/v biases split with their heads; qwen3's q/k norms run per head on
+// each rank (one key/value head: replicated over the ranks).
+TEST(TensorParallelInference, Qwen2AndQwen3MatchTheWholeModel) {
+  for (int tp : {2, 4}) {
+    expect_parity(tiny(ModelFamily::kQwen2, 4), tp, DType::kF32, DType::kF32, 1e-5);
+    expect_parity(tiny(ModelFamily::kQwen3, 1), tp, DType::kF32, DType::kF32, 1e-5);
+  }
 }
 
 TEST(TensorParallelInference, LlamaKeyValueHeadsReplicated) {

@@ -138,6 +138,25 @@ TEST(TensorParallelGraph, LlamaWithKeyValueHeadsReplicated) {
     if (tp <= comm::world()->size()) expect_parity(llama_tp(1, /*tied=*/true), tp);
 }
 
+// Families whose extra tensors split or sum differently: qwen2's q/k/v biases split
+// with their heads; qwen3's q/k norm weights are replicated, each rank's heads give
+// part of their gradient (a replicated key/value head counted once).
+ModelConfig family_tp(ModelFamily family, int kv) {
+  ModelConfig c = llama_tp(kv);
+  c.family = family;
+  c.normalize();
+  return c;
+}
+
+TEST(TensorParallelGraph, Qwen2AndQwen3MatchTheSingleProcess) {
+  for (int tp : {2, 3, 4}) {
+    if (tp > comm::world()->size()) continue;
+    if (12 % tp == 0 && (4 % tp == 0 || tp % 4 == 0)) expect_parity(family_tp(ModelFamily::kQwen2, 4), tp);
+    expect_parity(family_tp(ModelFamily::kQwen3, 1), tp);  // one key/value head, on every rank
+    if (tp == 4) expect_parity(family_tp(ModelFamily::kQwen3, 2), tp, /*sp=*/true);
+  }
+}
+
 TEST(TensorParallelGraph, SequenceParallelMatchesTheSingleProcess) {
   for (int tp : {2, 3, 4})
     if (tp <= comm::world()->size()) expect_parity(gpt2_tp(), tp, /*sp=*/true);

@@ -8,5 +8,7 @@ namespace distllm {
 
 const FamilyDef& gpt2_family();
 const FamilyDef& llama_family();
+const FamilyDef& qwen2_family();
+const FamilyDef& qwen3_family();
 
 }  // namespace distllm
