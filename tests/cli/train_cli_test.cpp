@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "cli/run_command.h"
 #include "distllm/io/file_util.h"
 #include "distllm/model/hf_checkpoint.h"
+#include "distllm/train/dataset.h"
 #include "distllm/train/token_file.h"
 
 namespace distllm {
@@ -48,6 +51,11 @@ TEST_F(TrainCli, TrainsAndSavesALoadableModel) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step    12/12 | loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("eval      6 | val loss "), std::string::npos) << r.output;
+  // Byte-level tokens: bits per byte is the loss in bits.
+  double loss = 0, bpb = 0;
+  const size_t at = r.output.find("eval      6 | val loss ");
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at, "eval      6 | val loss %lf (%lf bits/byte)", &loss, &bpb), 2) << r.output;
+  EXPECT_NEAR(bpb, loss / std::log(2.0), 1e-4);
   EXPECT_NE(r.output.find("tok/s"), std::string::npos);
   auto model = load_hf_model(path("model"));
   EXPECT_EQ(model->config().vocab_size, 256);
@@ -145,6 +153,16 @@ TEST_F(TrainCli, DataFoldersThatDoNotHoldTogetherAreRefused) {
   auto prep = run_distllm("data prepare --tokenizer bytes --val-fraction 0.2 --doc-separator '\\n' --input " + path("text.txt") + " --out " +
                           path("data"));
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  // The manifest records each split's text bytes, for bits per byte.
+  const TokenDataset train_split = TokenDataset::open(path("data"), "train");
+  const TokenDataset val_split = TokenDataset::open(path("data"), "val");
+  const auto text_size = static_cast<uint64_t>(std::filesystem::file_size(path("text.txt")));
+  EXPECT_GT(train_split.text_bytes(), 0u);
+  EXPECT_GT(val_split.text_bytes(), 0u);
+  EXPECT_LE(train_split.text_bytes() + val_split.text_bytes(), text_size);
+  EXPECT_GE(train_split.text_bytes() + val_split.text_bytes(), text_size * 9 / 10) << "separators only are dropped";
+  EXPECT_DOUBLE_EQ(val_split.bits_per_byte(std::log(2.0)),
+                   static_cast<double>(val_split.size()) / static_cast<double>(val_split.text_bytes()));
   ASSERT_EQ(run_distllm("train --data " + path("data") + " --steps 1 " + kTinyModel + " --batch 1 --seq 8").exit_code, 0);
   // A train shard from another tokenizer (a 1000-token vocabulary) under the manifest's 256.
   std::filesystem::copy(path("data"), path("mixed"), std::filesystem::copy_options::recursive);

@@ -32,16 +32,23 @@ head -c 20000 "${corpus[0]}" > "$tmp/held_out.txt"
   > "$tmp/text.txt" 2>&1 || { cat "$tmp/text.txt"; exit 1; }
 grep -Eq "^data: +$tmp/held_out.txt \(held-out text, [0-9]+ tokens\), 8 windows of 64 tokens" "$tmp/text.txt" \
   || { cat "$tmp/text.txt"; echo "perplexity --text did not score the held-out text"; exit 1; }
+grep -Eq "^f32 +[0-9.]+ +[0-9.]+ +[0-9]+\.[0-9]{4} " "$tmp/text.txt" \
+  || { cat "$tmp/text.txt"; echo "perplexity --text gave no bits per byte"; exit 1; }
 /usr/bin/python3 - "$tmp/ppl.txt" <<'PY'
 import sys
 rows = {}
 names = tuple(w + kv for kv in ("", "+kvbf16", "+kvint8") for w in ("f32", "bf16", "int8"))
 for line in open(sys.argv[1]):
     parts = line.split()
-    if len(parts) == 5 and parts[0] in names:
-        rows[parts[0]] = (float(parts[2]), float(parts[3].rstrip('%')))
+    if len(parts) == 6 and parts[0] in names:
+        rows[parts[0]] = (float(parts[2]), float(parts[4].rstrip('%')), float(parts[1]), float(parts[3]))
 assert set(rows) == set(names), rows
 f32 = rows["f32"][0]
+# Bits per byte = nll / ln 2 x tokens per byte; GPT-2's tokenizer gives English text
+# 0.2-0.35 tokens per byte, the same ratio on every row.
+ratios = {name: r[3] * 0.6931471805599453 / r[2] for name, r in rows.items()}
+assert all(0.2 < x < 0.35 for x in ratios.values()), ratios
+assert max(ratios.values()) - min(ratios.values()) < 1e-3, ratios
 assert f32 < 5000, f"f32 perplexity {f32}: the model did not learn (uniform is 50257)"
 for name, limit in (("bf16", 1.0), ("int8", 3.0), ("f32+kvbf16", 1.0), ("bf16+kvbf16", 1.0), ("int8+kvbf16", 3.0),
                     ("f32+kvint8", 0.5), ("bf16+kvint8", 0.5), ("int8+kvint8", 3.0)):

@@ -43,6 +43,12 @@ TEST(RouterE2E, SpreadsServesModelsAndStreams) {
   const std::string m = client.get("/metrics").body;
   for (auto& r : f.replicas)
     EXPECT_EQ(metric(m, "distllm_router_replica_requests_total{replica=\"" + r.url() + "\"} "), 13 / 3 + (&r == &f.replicas[0] ? 1 : 0));
+  // Without `model`, the one model the replicas serve answers (as one server does).
+  Json keyless = completion(100);
+  keyless.erase("model");
+  HttpResult one = client.post("/v1/completions", keyless.dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(Json::parse(one.body)["model"], "test-model");
   // Hostile input gets 4xx from the router itself; a body above the limit is never forwarded.
   EXPECT_EQ(client.post("/v1/completions", "{not json").status, 400);
   EXPECT_EQ(client.post("/v1/completions", std::string(3 << 20, 'x')).status, 413);
@@ -134,6 +140,12 @@ TEST(RouterE2E, RoutesByModelAndSplitsAnAliasByWeight) {
   std::string m = client.get("/metrics").body;
   EXPECT_EQ(metric(m, "distllm_router_replica_requests_total{replica=\"" + f.replicas[2].url() + "\"} "), 4)
       << "model-b requests went to a replica without model-b";
+  // Which of two models a request without `model` means is the client's to say.
+  body.erase("model");
+  HttpResult unnamed = client.post("/v1/completions", body.dump());
+  EXPECT_EQ(unnamed.status, 400);
+  EXPECT_NE(unnamed.body.find("'model' is required: this router serves model-a, model-b"), std::string::npos)
+      << unnamed.body;
   body["model"] = "no-such-model";
   HttpResult missing = client.post("/v1/completions", body.dump());
   EXPECT_EQ(missing.status, 404);

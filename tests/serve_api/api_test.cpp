@@ -44,6 +44,18 @@ TEST(Api, CompletionNonStreamingMatchesReference) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], 11);
   EXPECT_EQ(j["usage"]["completion_tokens"], 12);
   EXPECT_EQ(j["usage"]["total_tokens"], 23);
+  // Without `model` the one served model answers, as in vLLM and llama.cpp.
+  Json keyless = completion("Hello there", 12);
+  keyless.erase("model");
+  HttpResult k = s.client.post("/v1/completions", keyless.dump());
+  ASSERT_EQ(k.status, 200) << k.body;
+  EXPECT_EQ(Json::parse(k.body)["model"], "test-model");
+  EXPECT_EQ(Json::parse(k.body)["choices"][0]["text"], s.expected_text("Hello there", 12));
+  Json chat_keyless = chat_request("What?", 4);
+  chat_keyless.erase("model");
+  HttpResult c = s.client.post("/v1/chat/completions", chat_keyless.dump());
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(Json::parse(c.body)["model"], "test-model");
 }
 
 TEST(Api, CompletionStreamingEqualsNonStreaming) {
@@ -226,7 +238,7 @@ TEST(Api, HostileRequestsGetTheRight4xx) {
   expect_error(post(completion("x", 5, {{"logit_bias", 3}}).dump()), 400, "'logit_bias' must be an object");
   expect_error(post(completion("x", 5, {{"min_tokens", 6}}).dump()), 400, "'min_tokens' (6) must not exceed");
   expect_error(post(Json{{"model", "test-model"}}.dump()), 400, "'prompt' is required");
-  expect_error(post(Json{{"prompt", "x"}}.dump()), 400, "'model' is required");
+  expect_error(post(completion("x", 5, {{"model", ""}}).dump()), 400, "'model' must not be empty");
   expect_error(post(completion("x", 5, {{"model", "gpt-4"}}).dump()), 404, "does not exist");
   // Invalid UTF-8 inside a JSON string.
   expect_error(post(std::string("{\"model\": \"test-model\", \"prompt\": \"\xff\xfe\"}")), 400, "invalid JSON");

@@ -72,3 +72,22 @@ for fam in qwen2 qwen3; do
       bash "$here/curl_test.sh"
   done
 done
+# A model in the Hugging Face hub cache, named by its id as vLLM takes it: the snapshot
+# refs/main names is served, under the name ORG/NAME, and a request without `model`
+# gets it.
+cache="$tmp/hub/models--acme--tiny-gpt2"
+mkdir -p "$cache/blobs" "$cache/snapshots/c0ffee" "$cache/refs"
+for f in "$tmp/tiny-gpt2"/*; do
+  cp "$f" "$cache/blobs/$(basename "$f").blob"
+  ln -s "../../blobs/$(basename "$f").blob" "$cache/snapshots/c0ffee/$(basename "$f")"
+done
+printf c0ffee > "$cache/refs/main"
+cat > "$tmp/hub_id.sh" <<'EOF2'
+set -euo pipefail
+curl -s "$SERVE_URL/v1/models" | grep -q '"id":"acme/tiny-gpt2"' || { curl -s "$SERVE_URL/v1/models"; exit 1; }
+curl -s -H 'Content-Type: application/json' -d '{"prompt":"hi","max_tokens":2}' "$SERVE_URL/v1/completions" |
+  grep -q '"model":"acme/tiny-gpt2"' || { echo "a request without model was not served"; exit 1; }
+echo "hub id: served as acme/tiny-gpt2, a request without model answered"
+EOF2
+HF_HUB_CACHE="$tmp/hub" bash "$here/with_test_server.sh" "$distllm" serve --model acme/tiny-gpt2 --port 0 --threads 2 \
+  --kv-cache-memory 0.05 -- bash "$tmp/hub_id.sh"

@@ -20,7 +20,8 @@ echo "== 2 ranks, zero3: log, metrics file, loss curve, saved model"
   --metrics-file "$T/run.jsonl" --out "$T/model" > "$T/run.out" 2>&1 || { cat "$T/run.out"; fail "2-rank run failed"; }
 grep -q "parallel: zero3, 2 ranks" "$T/run.out" || fail "no parallel line"
 grep -q "tok/s | comm" "$T/run.out" || fail "step lines lack communication figures"
-grep -Eq "eval +6 \| val loss [0-9.]+ \| peak MiB/rank \[[0-9.]+ [0-9.]+\]" "$T/run.out" || fail "eval line lacks per-rank memory"
+grep -Eq "eval +6 \| val loss [0-9.]+ \([0-9.]+ bits/byte\) \| peak MiB/rank \[[0-9.]+ [0-9.]+\]" "$T/run.out" \
+  || fail "eval line lacks bits per byte or per-rank memory"
 [ "$(grep -c '"type":"step"' "$T/run.jsonl")" = 6 ] || fail "expected 6 step records"
 grep '"type":"eval"' "$T/run.jsonl" | grep -q '"ranks":\[{' || fail "eval records lack per-rank figures"
 grep -q "<svg" "$T/model.loss.svg" || fail "no loss curve next to --out"

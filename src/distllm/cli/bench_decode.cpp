@@ -19,6 +19,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/cli/world_command.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/model/inference.h"
 
@@ -103,7 +104,7 @@ int run_bench_decode_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   std::shared_ptr<Transformer> model;
   if (model_dir) {
-    model = load_hf_model(*model_dir);
+    model = load_hf_model(resolve_model_dir(*model_dir));
   } else {
     model = std::make_shared<Transformer>(cfg);
     model->init_weights(1);

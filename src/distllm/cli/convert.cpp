@@ -8,6 +8,7 @@
 #include "distllm/checkpoint/store.h"
 #include "distllm/cli/command.h"
 #include "distllm/io/file_util.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/tokenizer/tokenizer.h"
 #include "distllm/train/model_conversion.h"
 
@@ -40,7 +41,9 @@ int run_convert(Args& args) {
                                                   "put into the model directory");
   const bool overwrite = args.get_flag("overwrite", "with --to-hf: accept a non-empty folder that is not a model "
                                                     "directory (only model files in it are replaced)");
-  auto hf = args.get_optional("hf", "a Hugging Face model directory to convert into --to-checkpoint");
+  auto hf = args.get_optional(
+      "hf", "a Hugging Face model directory (or hub cache folder, or cached id ORG/NAME) to convert into --to-checkpoint");
+  if (hf) hf = resolve_model_dir(*hf);
   auto to_checkpoint = args.get_optional("to-checkpoint", "write a step-0 checkpoint here (an empty directory)");
   if (args.help_or_finish()) return 0;
 

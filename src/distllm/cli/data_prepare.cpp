@@ -164,10 +164,12 @@ int run_data_prepare(Args& args) {
 
   std::vector<uint32_t> train, val;
   size_t val_docs = 0;
+  uint64_t train_bytes = 0, val_bytes = 0;  // for bits per byte (TokenDataset::text_bytes)
   for (size_t i = 0; i < docs.size(); ++i) {
     bool to_val = CounterRng(seed, 17, i).uniform_double() < val_fraction;
     std::vector<uint32_t>& dst = to_val ? val : train;
     val_docs += to_val;
+    (to_val ? val_bytes : train_bytes) += docs[i].text.size();
     for (int32_t t : ids[i]) dst.push_back(static_cast<uint32_t>(t));
     if (eos) dst.push_back(static_cast<uint32_t>(*eos));
   }
@@ -188,6 +190,7 @@ int run_data_prepare(Args& args) {
       {"documents", {{"train", docs.size() - val_docs}, {"val", val_docs}}},
       {"tokens", {{"train", train.size()}, {"val", val.size()}}},
       {"bytes", total_bytes},
+      {"text_bytes", {{"train", train_bytes}, {"val", val_bytes}}},
       {"shards", {{"train", train_names}, {"val", val.empty() ? nlohmann::json::array() : val_names}}},
   };
   write_file_atomic(join_path(out, "manifest.json"), manifest.dump(2));

@@ -13,6 +13,7 @@
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/io/file_util.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/model/inference.h"
 #include "distllm/serve/detokenizer.h"
 #include "distllm/serve/model_bundle.h"
@@ -24,7 +25,7 @@ namespace {
 
 int run_generate(Args& args) {
   apply_thread_flag(args);
-  std::string model_dir = args.get_required("model", "Hugging Face model directory");
+  const std::string model_dir = resolve_model_dir(args.get_required("model", "Hugging Face model directory, hub cache folder (models--ORG--NAME) or cached id ORG/NAME"));
   auto prompt_flag = args.get_optional("prompt", "prompt text");
   auto prompt_file = args.get_optional("prompt-file", "read the prompt from this file");
   int64_t max_tokens = args.get_int("max-tokens", 64, "tokens to generate at most");

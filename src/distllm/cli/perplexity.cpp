@@ -19,6 +19,7 @@
 #include "distllm/base/timer.h"
 #include "distllm/cli/command.h"
 #include "distllm/cli/model_flags.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/model/perplexity.h"
 #include "distllm/io/file_util.h"
@@ -32,16 +33,20 @@ namespace {
 TokenDataset tokenize_text(const std::string& path, const std::string& model_dir) {
   const Tokenizer tok = Tokenizer::load(model_dir);
   std::vector<uint32_t> ids;
-  for (int32_t t : tok.encode_parallel(read_file(path), /*allow_special=*/false)) ids.push_back(static_cast<uint32_t>(t));
+  const std::string text = read_file(path);
+  for (int32_t t : tok.encode_parallel(text, /*allow_special=*/false)) ids.push_back(static_cast<uint32_t>(t));
   DL_CHECK(!ids.empty(), "%s: no text", path.c_str());
   const size_t n = ids.size();
-  return TokenDataset::from_tokens(std::move(ids), static_cast<uint32_t>(tok.vocab_size()),
-                                   strprintf("%s (held-out text, %zu tokens)", path.c_str(), n));
+  TokenDataset d = TokenDataset::from_tokens(std::move(ids), static_cast<uint32_t>(tok.vocab_size()),
+                                             strprintf("%s (held-out text, %zu tokens)", path.c_str(), n));
+  d.set_text_bytes(text.size());
+  return d;
 }
 
 int run_perplexity(Args& args) {
   apply_thread_flag(args);
-  const std::string model_dir = args.get_required("model", "Hugging Face model directory");
+  const std::string model_dir = resolve_model_dir(args.get_required(
+      "model", "Hugging Face model directory, hub cache folder (models--ORG--NAME) or cached id ORG/NAME"));
   const std::string data =
       args.get_string("data", "", "token data: a `distllm data prepare` directory or a .tok file (or give --text)");
   const std::string text = args.get_string("text", "", "a held-out text file, tokenized with the model's tokenizer");
@@ -71,7 +76,8 @@ int run_perplexity(Args& args) {
               static_cast<unsigned long long>(n), seq);
   std::vector<DType> kv_list;
   for (const std::string& name : split(kv_dtypes, ',')) kv_list.push_back(parse_kv_cache_dtype(name));
-  std::printf("%-11s %12s %12s %10s %8s\n", "dtype", "nll/token", "perplexity", "vs first", "seconds");
+  std::printf("%-11s %12s %12s %10s %10s %8s\n", "dtype", "nll/token", "perplexity", "bits/byte", "vs first",
+              "seconds");
   double reference = 0;
   for (const std::string& name : split(dtypes, ',')) {
     const DType dtype = parse_inference_dtype(name);
@@ -87,8 +93,13 @@ int run_perplexity(Args& args) {
       const double ppl = total.perplexity();
       if (reference == 0) reference = ppl;
       const std::string label = kv == DType::kF32 ? name : name + "+kv" + inference_dtype_name(kv);
-      std::printf("%-11s %12.5f %12.4f %+9.3f%% %8.1f\n", label.c_str(), total.nats / static_cast<double>(total.tokens),
-                  ppl, 100.0 * (ppl / reference - 1.0), t.seconds());
+      const double nll = total.nats / static_cast<double>(total.tokens);
+      // Bits per byte compares models whose tokenizers differ; "-" when the data
+      // does not record its text's size (token files, older manifests).
+      const double bpb = tokens.bits_per_byte(nll);
+      const std::string bpb_text = bpb > 0 ? strprintf("%10.4f", bpb) : strprintf("%10s", "-");
+      std::printf("%-11s %12.5f %12.4f %s %+9.3f%% %8.1f\n", label.c_str(), nll, ppl, bpb_text.c_str(),
+                  100.0 * (ppl / reference - 1.0), t.seconds());
       std::fflush(stdout);
     }
   }

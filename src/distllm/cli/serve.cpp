@@ -18,6 +18,7 @@
 #include "distllm/cli/model_flags.h"
 #include "distllm/cli/world_command.h"
 #include "distllm/io/file_util.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/serve/api/http_server.h"
 #include "distllm/serve/api/kv_transfer_http.h"
 #include "distllm/serve/api/shutdown_signals.h"
@@ -44,12 +45,14 @@ double unix_time_seconds() {
 
 int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   apply_thread_flag(args);
-  std::string model_dir = args.get_required("model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
+  const std::string model_arg = args.get_required(
+      "model", "Hugging Face model directory (config.json, model.safetensors, tokenizer.json), hub cache folder "
+               "(models--ORG--NAME) or cached id ORG/NAME");
   std::string tokenizer_path = args.get_string("tokenizer", "", "tokenizer (file or directory; default: the model directory)");
   serve::api::ApiServerConfig scfg;
   scfg.host = args.get_string("host", "127.0.0.1", "address to bind (0.0.0.0 for every interface)");
   scfg.port = static_cast<int>(args.get_int("port", 8000, "port (0: any free port)"));
-  std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: the directory name)");
+  std::string served_name = args.get_string("served-model-name", "", "name clients send as `model` (default: ORG/NAME for a hub id or cache folder, else the directory name)");
   scfg.api_key = args.get_string("api-key", "", "require `Authorization: Bearer KEY` on /v1/* and /admin/* (without it, both are open)");
   scfg.log_requests = !args.get_flag("disable-log-requests", "no log line per request");
   const double log_stats_interval = args.get_double(
@@ -137,13 +140,15 @@ int run_serve_impl(Args& args, const comm::ProcessGroupPtr& world) {
   }
   if (ecfg.speculative.method == serve::SpeculativeMethod::kDraft) {
     DL_CHECK(!draft_dir.empty(), "--speculative draft needs --draft-model DIR");
+    draft_dir = resolve_model_dir(draft_dir);
     DL_CHECK(fs::is_directory(draft_dir), "--draft-model %s is not a directory", draft_dir.c_str());
   } else {
     DL_CHECK(draft_dir.empty(), "--draft-model is only used with --speculative draft");
   }
+  const std::string model_dir = resolve_model_dir(model_arg);
   fs::path dir(model_dir);
   DL_CHECK(fs::is_directory(dir), "--model %s is not a directory", model_dir.c_str());
-  scfg.model_name = served_name.empty() ? fs::absolute(dir).lexically_normal().filename().string() : served_name;
+  scfg.model_name = served_name.empty() ? default_served_model_name(model_arg) : served_name;
   if (scfg.model_name.empty()) scfg.model_name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
 
   // Everything that runs parallel loops before the engine thread takes over does so

@@ -26,6 +26,7 @@
 #include "distllm/comm/world.h"
 #include "distllm/io/file_util.h"
 #include "distllm/launch/rank_agent.h"
+#include "distllm/model/hf_cache.h"
 #include "distllm/model/hf_checkpoint.h"
 #include "distllm/model/model_dir.h"
 #include "distllm/plan/plan.h"
@@ -48,10 +49,12 @@ void byte_datasets(const std::string& path, double val_fraction, std::unique_ptr
   std::vector<uint32_t> tr(text.begin(), text.end() - static_cast<long>(n_val));
   for (auto& t : tr) t &= 0xffu;
   train = std::make_unique<TokenDataset>(TokenDataset::from_tokens(std::move(tr), 256, path));
+  train->set_text_bytes(train->size());  // one token per byte
   if (n_val > 0) {
     std::vector<uint32_t> va(text.end() - static_cast<long>(n_val), text.end());
     for (auto& t : va) t &= 0xffu;
     val = std::make_unique<TokenDataset>(TokenDataset::from_tokens(std::move(va), 256, path + " (val)"));
+    val->set_text_bytes(val->size());
   }
 }
 
@@ -194,7 +197,9 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
   auto val_data = args.get_optional("val-data", "validation token file/directory (default: the data dir's val split)");
   auto text = args.get_optional("text", "train byte-level (vocabulary 256) on this text file instead of --data");
   double val_fraction = args.get_double("val-fraction", 0.05, "held-out fraction of --text for validation");
-  auto init_from = args.get_optional("init-from", "start from this Hugging Face model directory");
+  auto init_from = args.get_optional(
+      "init-from", "start from this Hugging Face model directory (or hub cache folder, or cached id ORG/NAME)");
+  if (init_from) init_from = resolve_model_dir(*init_from);
 
   TrainOptions o;
   o.batch = args.get_int_in("batch", 8, 1, TrainOptions::kMaxBatch, "sequences per micro-batch, per rank");
@@ -424,6 +429,8 @@ int run_train_impl(Args& args, const comm::ProcessGroupPtr& world) {
 
   const int64_t requested_steps = o.steps;
   TrainReport report(lead, o.steps, log_every, progress, metrics_file, tokens_per_step);
+  report.set_bits_per_byte([&](double loss) { return train->bits_per_byte(loss); },
+                           [&](double loss) { return val ? val->bits_per_byte(loss) : 0.0; });
   report.run_info(strprintf("%s on %d rank%s (%s, %s compute)", cfg.describe().c_str(), world_size,
                             world_size == 1 ? "" : "s", strategy_name(pc.strategy),
                             kernels::compute_dtype_name(o.compute_dtype)),

@@ -167,6 +167,19 @@ void TrainReport::note(const std::string& line) {
   std::fflush(stdout);
 }
 
+void TrainReport::set_bits_per_byte(std::function<double(double)> train, std::function<double(double)> val) {
+  train_bpb_ = std::move(train);
+  val_bpb_ = std::move(val);
+}
+
+namespace {
+// " (1.2345 bits/byte)", or "" when the split's text size is unknown.
+std::string bpb_text(const std::function<double(double)>& bpb, double loss) {
+  const double b = bpb ? bpb(loss) : 0.0;
+  return b > 0 ? strprintf(" (%.4f bits/byte)", b) : std::string();
+}
+}  // namespace
+
 void TrainReport::eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks) {
   if (!active_) return;
   end_live_line();
@@ -175,11 +188,12 @@ void TrainReport::eval(int64_t step, double val_loss, const std::vector<RankFigu
   std::string mem;
   for (size_t r = 0; r < ranks.size(); ++r)
     mem += strprintf("%s%.1f", r ? " " : "", static_cast<double>(ranks[r].peak_bytes) / (1 << 20));
-  std::printf("eval  %5lld | val loss %.4f%s%s%s\n", (long long)step, val_loss, mem.empty() ? "" : " | peak MiB/rank [",
-              mem.c_str(), mem.empty() ? "" : "]");
+  std::printf("eval  %5lld | val loss %.4f%s%s%s%s\n", (long long)step, val_loss, bpb_text(val_bpb_, val_loss).c_str(),
+              mem.empty() ? "" : " | peak MiB/rank [", mem.c_str(), mem.empty() ? "" : "]");
   std::fflush(stdout);
   if (metrics_) {
     nlohmann::json j = {{"type", "eval"}, {"step", step}, {"tokens", tokens}, {"val_loss", val_loss}};
+    if (const double b = val_bpb_ ? val_bpb_(val_loss) : 0.0; b > 0) j["val_bpb"] = b;
     if (!ranks.empty()) j["ranks"] = rank_json(ranks);
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
@@ -192,13 +206,16 @@ void TrainReport::finish(int64_t steps_done, const std::string& why, const std::
   const double elapsed = now_seconds() - started_;
   const double tokens = tokens_per_step_ * static_cast<double>(steps_done);
   std::string losses;
-  if (!curve_.train.empty()) losses += strprintf("; train loss %.4f", curve_.train.back().loss);
+  if (!curve_.train.empty())
+    losses += strprintf("; train loss %.4f%s", curve_.train.back().loss,
+                        bpb_text(train_bpb_, curve_.train.back().loss).c_str());
   if (!curve_.val.empty()) {
     const LossPoint* best = &curve_.val.front();
     for (const LossPoint& p : curve_.val)
       if (p.loss < best->loss) best = &p;
-    losses += strprintf("; validation loss %.4f at step %lld (best %.4f at step %lld)", curve_.val.back().loss,
-                        (long long)curve_.val.back().step, best->loss, (long long)best->step);
+    losses += strprintf("; validation loss %.4f%s at step %lld (best %.4f at step %lld)", curve_.val.back().loss,
+                        bpb_text(val_bpb_, curve_.val.back().loss).c_str(), (long long)curve_.val.back().step,
+                        best->loss, (long long)best->step);
   }
   std::printf("done: %s: %lld step%s, %.0f tokens in %s (%.0f tok/s)%s\n", why.c_str(), (long long)steps_done,
               steps_done == 1 ? "" : "s", tokens, human_time(elapsed).c_str(),

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class TrainReport {
 
   void run_info(const std::string& title, const std::string& details);
   void step(const StepStats& s, const std::vector<RankFigures>& ranks);
+  // Bits per byte beside the losses (eval lines, the summary, "val_bpb" in the
+  // metrics): TokenDataset::bits_per_byte of each split; unset or null: not shown.
+  void set_bits_per_byte(std::function<double(double)> train, std::function<double(double)> val);
   void eval(int64_t step, double val_loss, const std::vector<RankFigures>& ranks);
   // A line of its own (checkpoints): ends a live progress line first.
   void note(const std::string& line);
@@ -51,6 +55,7 @@ class TrainReport {
   double started_;
   FILE* metrics_ = nullptr;
   LossCurve curve_;
+  std::function<double(double)> train_bpb_, val_bpb_;
   std::vector<double> bubble_sums_;  // per stage, over steps 2..
   int64_t bubble_steps_ = 0;
   double ideal_bubble_ = 0;

@@ -4,7 +4,9 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -128,6 +130,11 @@ struct Router::Impl {
         *m = model;
         rewritten = true;
       }
+    } else if (!default_model(body, model, res)) {
+      metrics.rejected.fetch_add(1);
+      return;
+    } else {
+      rewritten = !model.empty();
     }
     if (!model.empty() && !model_available(model, res)) return;
     metrics.count_model(model);
@@ -142,6 +149,27 @@ struct Router::Impl {
     if (want_stream != body.end() && want_stream->is_boolean() && want_stream->get<bool>())
       stream(std::move(up), std::move(prefill_lease), res);
     else upstream.forward(up, res);
+  }
+
+  // A request without `model` goes to the one model the ready replicas serve (as a
+  // single server takes it), written into the body so every replica agrees; with
+  // several models it is refused naming them, and with no replica up it is left
+  // for the replicas' own answer (503 when none is up).
+  bool default_model(Json& body, std::string& model, httplib::Response& res) {
+    std::vector<std::string> ids;
+    for (const auto& m : replicas.models())
+      if (m.contains("id") && m["id"].is_string()) ids.push_back(m["id"].get<std::string>());
+    if (ids.size() > 1) {
+      std::string names;
+      for (const std::string& id : ids) names += (names.empty() ? "" : ", ") + id;
+      send_openai_error(res, 400, "'model' is required: this router serves " + names, "model", "model_required");
+      return false;
+    }
+    if (ids.size() == 1) {
+      model = ids[0];
+      body["model"] = model;
+    }
+    return true;
   }
 
   // A model no replica ever served is a 404; one whose replicas are all down (or

@@ -1,6 +1,7 @@
 #include "distllm/train/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -49,6 +50,7 @@ TokenDataset TokenDataset::open(const std::string& path, const std::string& spli
       TokenDataset v = open(path, "val");
       for (Shard& s : v.shards_) d.shards_.push_back(std::move(s));
       d.total_ += v.total_;
+      d.text_bytes_ = d.text_bytes_ != 0 && v.text_bytes_ != 0 ? d.text_bytes_ + v.text_bytes_ : 0;
     }
     d.origin_ = path + " (all splits)";
     return d;
@@ -56,6 +58,7 @@ TokenDataset TokenDataset::open(const std::string& path, const std::string& spli
   std::vector<std::string> files;
   std::string manifest = join_path(path, "manifest.json");
   uint32_t manifest_vocab = 0;
+  uint64_t split_bytes = 0;
   if (file_exists(manifest)) {
     const nlohmann::json m = read_manifest(manifest);
     auto shards = m.find("shards");
@@ -73,6 +76,15 @@ TokenDataset TokenDataset::open(const std::string& path, const std::string& spli
       DL_CHECK(v->is_number_unsigned() && v->get<uint64_t>() > 0 && v->get<uint64_t>() <= (1u << 31),
                "%s: 'vocab_size' must be a positive integer", manifest.c_str());
       manifest_vocab = v->get<uint32_t>();
+    }
+    // `text_bytes`: {"train": N, "val": M} (older manifests lack it: bpb unknown).
+    if (auto b = m.find("text_bytes"); b != m.end()) {
+      DL_CHECK(b->is_object(), "%s: 'text_bytes' must be an object of split sizes", manifest.c_str());
+      if (auto n = b->find(split); n != b->end()) {
+        DL_CHECK(n->is_number_unsigned(), "%s: 'text_bytes.%s' must be a non-negative integer", manifest.c_str(),
+                 split.c_str());
+        split_bytes = n->get<uint64_t>();
+      }
     }
   } else {
     for (const auto& entry : fs::directory_iterator(path)) {
@@ -94,6 +106,7 @@ TokenDataset TokenDataset::open(const std::string& path, const std::string& spli
     d.check_tokens_below(static_cast<int>(std::min<uint32_t>(manifest_vocab, INT32_MAX)));
     d.vocab_size_ = manifest_vocab;
   }
+  d.text_bytes_ = split_bytes;
   return d;
 }
 
@@ -128,6 +141,11 @@ TokenDataset TokenDataset::from_tokens(std::vector<uint32_t> tokens, uint32_t vo
   d.origin_ = std::move(origin);
   d.shards_.push_back(std::move(s));
   return d;
+}
+
+double TokenDataset::bits_per_byte(double loss_nats_per_token) const {
+  if (text_bytes_ == 0 || total_ == 0) return 0.0;
+  return loss_nats_per_token / std::log(2.0) * static_cast<double>(total_) / static_cast<double>(text_bytes_);
 }
 
 uint64_t TokenDataset::num_windows(int T) const {

@@ -25,6 +25,14 @@ class TokenDataset {
   uint64_t size() const { return total_; }
   uint32_t vocab_size() const { return vocab_size_; }  // 0 when unknown
   const std::string& origin() const { return origin_; }
+  // UTF-8 bytes of text behind these tokens (0 when unknown: a manifest written
+  // before it was recorded, bare token files). Bits per byte, unlike the loss,
+  // compares runs whose tokenizers differ: bpb = loss / ln 2 * tokens / bytes.
+  uint64_t text_bytes() const { return text_bytes_; }
+  void set_text_bytes(uint64_t bytes) { text_bytes_ = bytes; }
+  // Bits per byte for a mean loss in nats per token over this data (the data's own
+  // tokens-per-byte ratio standing for the evaluated part's); 0 when text_bytes() is.
+  double bits_per_byte(double loss_nats_per_token) const;
   size_t num_shards() const { return shards_.size(); }
 
   // Windows of T+1 consecutive tokens that lie inside one shard.
@@ -46,6 +54,7 @@ class TokenDataset {
   std::vector<Shard> shards_;
   uint64_t total_ = 0;
   uint32_t vocab_size_ = 0;
+  uint64_t text_bytes_ = 0;
   std::string origin_;
 };
 

@@ -274,7 +274,7 @@ class Server {
   }
 
   void check_model(const std::string& model) const {
-    if (model != config_.model_name) {
+    if (!model.empty() && model != config_.model_name) {
       throw ApiError(404, "The model `" + model + "` does not exist. This server serves `" + config_.model_name + "`.",
                      "model", "model_not_found");
     }

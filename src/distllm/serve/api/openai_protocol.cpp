@@ -76,9 +76,12 @@ std::optional<bool> get_bool(const Json& body, const char* key) {
   return v->get<bool>();
 }
 
+// A request without `model` means the one model this server serves (as vLLM and
+// llama.cpp take it); an empty string is a mistake, not that default.
 std::string get_model(const Json& body) {
   const Json* v = field(body, "model");
-  if (!v) bad("model", "'model' is required");
+  if (!v) return {};
+  if (v->is_string() && v->get_ref<const std::string&>().empty()) bad("model", "'model' must not be empty");
   if (!v->is_string()) wrong_type("model", "a string", *v);
   return v->get<std::string>();
 }

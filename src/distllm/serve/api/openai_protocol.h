@@ -77,7 +77,7 @@ struct PromptInput {
 };
 
 struct CompletionRequest {
-  std::string model;
+  std::string model;  // empty when the request names none: the one served model
   std::vector<PromptInput> prompts;
   SamplingFields sampling;
   bool stream = false;
@@ -86,7 +86,7 @@ struct CompletionRequest {
 };
 
 struct ChatRequest {
-  std::string model;
+  std::string model;  // empty when the request names none: the one served model
   Json messages;  // validated; every content normalised to a string
   Json tools;     // null when absent
   SamplingFields sampling;
