@@ -123,7 +123,7 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
   for (Variant v : {Variant{"gpt2", ""}, Variant{"gpt2", "--bf16 --shards 3 --no-prefix"}, Variant{"llama", ""},
                     Variant{"llama", "--bf16"}, Variant{"llama", "--shards 2"}, Variant{"llama31", "--bf16"},
                     Variant{"qwen2", ""}, Variant{"qwen2", "--bf16 --shards 2"}, Variant{"qwen3", ""},
-                    Variant{"qwen3", "--bf16"}}) {
+                    Variant{"qwen3", "--bf16"}, Variant{"phi3", ""}, Variant{"phi3", "--bf16 --shards 2"}}) {
     SCOPED_TRACE(std::string(v.family) + " " + v.flags);
     std::string d = join_path(dir_, "theirs");
     ASSERT_EQ(testing::run_reference("hf_roundtrip.py", "make " + d + " " + v.family + " " + v.flags), 0);
@@ -140,9 +140,9 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
     // last position of the first sequence.
     InferenceModel im(map_hf_model(d));
     PagedKvCache cache(im.shard_config(), 4, 16, DType::kF32);
-    const std::vector<int32_t> table = {0};
+    const std::vector<int32_t> table = {0, 1};  // 16-token blocks; phi3's sequences have 24
     std::vector<float> last;
-    im.forward({InferenceChunk{tokens.data(), T, 0, table.data(), 1, 1}}, cache, last);
+    im.forward({InferenceChunk{tokens.data(), T, 0, table.data(), 2, 1}}, cache, last);
     const int V = model->config().vocab_size;
     EXPECT_LT(rel_error(last, std::vector<float>(theirs.begin() + (T - 1) * V, theirs.begin() + T * V)), 1e-5);
     fs::remove_all(d);
@@ -273,6 +273,27 @@ TEST_F(HfDir, AbsurdConfigSizesAreRefusedBeforeAllocating) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
+}
+
+// Phi-3-mini-4k's window (2047 of 4096 positions) needs sliding-window attention:
+// refused by name; Phi-3.5-mini's (262144 of 131072) is no window at all.
+TEST(ModelConfig, Phi3SlidingWindowShorterThanTheContextIsRefused) {
+  nlohmann::json j = {{"model_type", "phi3"}, {"vocab_size", 320}, {"hidden_size", 48}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"intermediate_size", 64},
+                      {"max_position_embeddings", 4096}, {"sliding_window", 2047}, {"rope_scaling", nullptr}};
+  try {
+    ModelConfig::from_hf_json(j, "config.json");
+    FAIL() << "a 2047-token window over 4096 positions was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json: sliding_window 2047 is shorter than the context"),
+              std::string::npos)
+        << e.what();
+  }
+  j["sliding_window"] = 262144;
+  j["max_position_embeddings"] = 131072;
+  EXPECT_EQ(ModelConfig::from_hf_json(j, "config.json").family, ModelFamily::kPhi3);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_hf_json(j, "config.json").max_position, 131072);
 }
 
 TEST(ModelConfig, ParameterCountMatchesTheLayoutAndBoundsHold) {

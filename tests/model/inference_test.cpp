@@ -30,6 +30,12 @@ ModelConfig config(ModelFamily f) {
     c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
     c.rope_scaling.factor = 8, c.rope_scaling.original_max_position = 32;
   }
+  if (f == ModelFamily::kPhi3) {  // LongRoPE: positions past 32 turn with the long factors
+    c.rope_scaling.kind = RopeScaling::Kind::kLongRope;
+    c.rope_scaling.factor = 4, c.rope_scaling.original_max_position = 32;
+    c.rope_scaling.short_factor = {1.0, 1.1, 1.3, 1.7, 2.0};
+    c.rope_scaling.long_factor = {1.0, 2.5, 4.0, 7.0, 11.0};
+  }
   c.normalize();
   return c;
 }
@@ -46,7 +52,7 @@ std::shared_ptr<Transformer> make_model(ModelFamily f) {
 }
 
 const auto kFamilies = ::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kQwen2,
-                                         ModelFamily::kQwen3);
+                                         ModelFamily::kQwen3, ModelFamily::kPhi3);
 
 std::string family_name(ModelFamily f) { return family_def(f).name(); }
 

@@ -95,6 +95,12 @@ std::vector<Case> cases() {
       {"qwen3_headdim24", variant(llama(2, 4, 2, 40, 64, 1000, 32, false, 24), [](ModelConfig& c) {
          c.family = ModelFamily::kQwen3;
        }), 2, 9},
+      {"phi3_longrope", variant(llama(2, 4, 2, 32, 48, 1000, 64), [](ModelConfig& c) {
+         c.family = ModelFamily::kPhi3;  // fused qkv_proj and gate_up_proj
+         c.rope_scaling = scaling(RopeScaling::Kind::kLongRope, 4, 16);
+         c.rope_scaling.short_factor = {1.0, 1.2, 1.5, 2.0};
+         c.rope_scaling.long_factor = {1.0, 3.0, 6.0, 12.0};
+       }), 2, 40},
   };
 }
 

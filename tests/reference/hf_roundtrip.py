@@ -6,7 +6,7 @@ usage:
       model.safetensors or index + shards, any float dtype) with this script's own
       reader and writes the reference logits for `tokens` [B, T].
   hf_roundtrip.py make MODEL_DIR FAMILY [--bf16] [--shards N] [--no-prefix]
-      (FAMILY: gpt2, llama, llama31, qwen2, qwen3)
+      (FAMILY: gpt2, llama, llama31, qwen2, qwen3, phi3)
       Creates a random model with Hugging Face names, saves it as a model directory
       (optionally bf16 and/or sharded; GPT-2 optionally without the "transformer."
       prefix, as GPT2Model saves), and writes expected.safetensors with tokens and the
@@ -73,7 +73,8 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
         # The Llama lineage as transformers writes it (unknown keys are ignored by readers):
         # llama, llama31 (Llama 3.1's rope_scaling, tied embeddings), qwen2 (q/k/v biases),
         # qwen3 (per-head q/k norms, a head_dim of its own).
-        model_type = {"llama": "llama", "llama31": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}[family]
+        # phi3 (fused qkv_proj and gate_up_proj, LongRoPE as Phi-3-mini-128k configures it).
+        model_type = {"llama": "llama", "llama31": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}[family]
         D = 16 if family == "qwen3" else 12
         tied = family in ("llama31", "qwen2")
         cfgj = {"model_type": model_type, "vocab_size": 300, "hidden_size": 48, "num_hidden_layers": 2,
@@ -88,17 +89,25 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
                          "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2})
         if family == "qwen3":
             cfgj.update({"head_dim": D, "attention_bias": False})
+        if family == "phi3":
+            cfgj.update({"original_max_position_embeddings": 16, "sliding_window": 262144, "attention_bias": False,
+                         "embd_pdrop": 0.0, "resid_pdrop": 0.0, "attention_dropout": 0.0, "pad_token_id": 0,
+                         "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                                          "long_factor": [1.0, 2.0, 4.0, 7.0, 11.0, 16.0]}})
         C, V, I = 48, 300, 80
         shapes = {"model.embed_tokens.weight": (V, C), "model.norm.weight": (C,)}
         if not tied:
             shapes["lm_head.weight"] = (V, C)
         for i in range(2):
             p = f"model.layers.{i}."
-            shapes.update({p + "input_layernorm.weight": (C,), p + "self_attn.q_proj.weight": (4 * D, C),
-                           p + "self_attn.k_proj.weight": (2 * D, C), p + "self_attn.v_proj.weight": (2 * D, C),
-                           p + "self_attn.o_proj.weight": (C, 4 * D), p + "post_attention_layernorm.weight": (C,),
-                           p + "mlp.gate_proj.weight": (I, C), p + "mlp.up_proj.weight": (I, C),
-                           p + "mlp.down_proj.weight": (C, I)})
+            shapes.update({p + "input_layernorm.weight": (C,), p + "self_attn.o_proj.weight": (C, 4 * D),
+                           p + "post_attention_layernorm.weight": (C,), p + "mlp.down_proj.weight": (C, I)})
+            if family == "phi3":
+                shapes.update({p + "self_attn.qkv_proj.weight": (8 * D, C), p + "mlp.gate_up_proj.weight": (2 * I, C)})
+            else:
+                shapes.update({p + "self_attn.q_proj.weight": (4 * D, C), p + "self_attn.k_proj.weight": (2 * D, C),
+                               p + "self_attn.v_proj.weight": (2 * D, C), p + "mlp.gate_proj.weight": (I, C),
+                               p + "mlp.up_proj.weight": (I, C)})
             if family == "qwen2":
                 shapes.update({p + "self_attn.q_proj.bias": (4 * D,), p + "self_attn.k_proj.bias": (2 * D,),
                                p + "self_attn.v_proj.bias": (2 * D,)})
@@ -139,7 +148,7 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
     cfg = ref.Config(cfgj)
     params = {k: torch.tensor(v) for k, v in weights.items()}
-    idx = torch.randint(0, V, (2, 11))
+    idx = torch.randint(0, V, (2, 24 if family == "phi3" else 11))  # phi3: past the original 16
     with torch.no_grad():
         logits = ref.forward(cfg, params, idx)
     st.save(os.path.join(model_dir, "expected.safetensors"),

@@ -1,5 +1,5 @@
 """Plain-PyTorch GPT-2 and the Llama lineage (Llama with rope_scaling and biases, Qwen2,
-Qwen3; no transformers package), written from the architecture descriptions and
+Qwen3, Phi-3; no transformers package), written from the architecture descriptions and
 transformers' modeling code, used as the numerical reference for distllm.
 
 Parameters are a dict keyed by Hugging Face names with Hugging Face shapes.
@@ -22,7 +22,7 @@ class Config:
             self.D = self.C // self.H
             self.eps = j.get("layer_norm_epsilon", 1e-5)
             self.tied = True
-        else:  # the Llama lineage: llama, qwen2, qwen3
+        else:  # the Llama lineage: llama, qwen2, qwen3, phi3
             self.vocab = j["vocab_size"]
             self.C = j["hidden_size"]
             self.L = j["num_hidden_layers"]
@@ -153,9 +153,14 @@ def forward(cfg, p, idx):
     for i in range(cfg.L):
         pre = f"model.layers.{i}."
         h = _rms_norm(x, p[pre + "input_layernorm.weight"], cfg.eps)
-        q = _linear(h, p, pre + "self_attn.q_proj", cfg.qkv_bias).view(B, T, cfg.H, cfg.D)
-        k = _linear(h, p, pre + "self_attn.k_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
-        v = _linear(h, p, pre + "self_attn.v_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
+        if cfg.family == "phi3":  # one qkv_proj: q, then k, then v (Phi3Attention)
+            qkv = _linear(h, p, pre + "self_attn.qkv_proj", False)
+            q, k, v = qkv.split([cfg.H * cfg.D, cfg.KV * cfg.D, cfg.KV * cfg.D], dim=-1)
+            q, k, v = q.reshape(B, T, cfg.H, cfg.D), k.reshape(B, T, cfg.KV, cfg.D), v.reshape(B, T, cfg.KV, cfg.D)
+        else:
+            q = _linear(h, p, pre + "self_attn.q_proj", cfg.qkv_bias).view(B, T, cfg.H, cfg.D)
+            k = _linear(h, p, pre + "self_attn.k_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
+            v = _linear(h, p, pre + "self_attn.v_proj", cfg.qkv_bias).view(B, T, cfg.KV, cfg.D)
         if cfg.qk_norm:  # Qwen3: RMSNorm over each head's D before the rotation
             q = _rms_norm(q, p[pre + "self_attn.q_norm.weight"], cfg.eps)
             k = _rms_norm(k, p[pre + "self_attn.k_norm.weight"], cfg.eps)
@@ -165,8 +170,11 @@ def forward(cfg, p, idx):
         y = _attention(q, k, v, cfg.H // cfg.KV).transpose(1, 2).reshape(B, T, cfg.H * cfg.D)
         x = x + _linear(y, p, pre + "self_attn.o_proj", cfg.o_bias)
         h = _rms_norm(x, p[pre + "post_attention_layernorm.weight"], cfg.eps)
-        g = _linear(h, p, pre + "mlp.gate_proj", cfg.mlp_bias)
-        u = _linear(h, p, pre + "mlp.up_proj", cfg.mlp_bias)
+        if cfg.family == "phi3":  # one gate_up_proj, chunked in two: gate first (Phi3MLP)
+            g, u = _linear(h, p, pre + "mlp.gate_up_proj", False).chunk(2, dim=-1)
+        else:
+            g = _linear(h, p, pre + "mlp.gate_proj", cfg.mlp_bias)
+            u = _linear(h, p, pre + "mlp.up_proj", cfg.mlp_bias)
         x = x + _linear(F.silu(g) * u, p, pre + "mlp.down_proj", cfg.mlp_bias)
     x = _rms_norm(x, p["model.norm.weight"], cfg.eps)
     head = p["model.embed_tokens.weight"] if cfg.tied else p["lm_head.weight"]

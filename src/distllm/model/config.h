@@ -13,7 +13,7 @@
 
 namespace distllm {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3 };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kPhi3 };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt2;

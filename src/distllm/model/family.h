@@ -53,9 +53,9 @@ enum class TensorRole {
 
 // How tensor parallelism (tensor_parallel.h) splits a tensor along `axis`: by the
 // rank's query heads, key/value heads, all three of a fused [q | k | v] axis, MLP
-// hidden units, or vocabulary rows; or not at all (norms, row-parallel biases,
-// learned positions).
-enum class TpSplit { kReplicated, kQueryHeads, kKvHeads, kQkvFused, kMlpHidden, kVocab };
+// hidden units, both halves of a fused [gate | up] axis, or vocabulary rows; or not
+// at all (norms, row-parallel biases, learned positions).
+enum class TpSplit { kReplicated, kQueryHeads, kKvHeads, kQkvFused, kMlpHidden, kGateUpFused, kVocab };
 
 struct TensorSpec {
   std::string name;            // Hugging Face name

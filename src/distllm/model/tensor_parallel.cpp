@@ -58,7 +58,15 @@ TensorParallelPlan::TensorParallelPlan(const ModelConfig& full, int size, int ra
   local_.vocab_size = static_cast<int>(vocab.second - vocab.first);
   local_layout_ = ParamLayout(local_);
   DL_CHECK(local_layout_.tensors().size() == full_layout_.tensors().size(), "tensor-parallel layout mismatch");
-  for (const ParamTensor& t : local_layout_.tensors()) slices_.push_back(slice_for(t));
+  for (const ParamTensor& t : local_layout_.tensors()) {
+    // Replicated key/value heads inside a fused q|k|v matrix would need their part
+    // of its gradient summed over the replicas (grad_needs_kv_sum works per tensor).
+    DL_CHECK(kv_replicas_ == 1 || t.split != TpSplit::kQkvFused,
+             "the tensor-parallel size %d is larger than the model's %d key/value heads, which %s holds fused "
+             "with q; pick a tp size of at most %d",
+             size, KV, t.name.c_str(), KV);
+    slices_.push_back(slice_for(t));
+  }
 }
 
 TensorSlice TensorParallelPlan::slice_for(const ParamTensor& t) const {
@@ -74,6 +82,11 @@ TensorSlice TensorParallelPlan::slice_for(const ParamTensor& t) const {
     case TpSplit::kQueryHeads: return one(q0, q1);
     case TpSplit::kKvHeads: return one(kv0, kv1);
     case TpSplit::kMlpHidden: return one(m0, m1);
+    case TpSplit::kGateUpFused: {
+      // A fused [gate | up] axis: this rank's hidden units of each half.
+      const int64_t I = full_.intermediate_size;
+      return TensorSlice{axis, {{m0, m1}, {I + m0, I + m1}}};
+    }
     case TpSplit::kVocab: return one(v0, v1);
     case TpSplit::kQkvFused: {
       // A fused [q | k | v] axis: this rank's heads of each.

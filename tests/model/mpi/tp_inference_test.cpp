@@ -200,6 +200,11 @@ TEST(TensorParallelInference, Qwen2AndQwen3MatchTheWholeModel) {
   }
 }
 
+// phi3: each rank's heads out of the fused q|k|v rows, its units out of gate|up.
+TEST(TensorParallelInference, Phi3FusedMatricesMatchTheWholeModel) {
+  for (int tp : {2, 4}) expect_parity(tiny(ModelFamily::kPhi3, 4), tp, DType::kF32, DType::kF32, 1e-5);
+}
+
 TEST(TensorParallelInference, LlamaKeyValueHeadsReplicated) {
   // 2 key/value heads: split at tp 2, each held by 2 ranks at tp 4.
   for (int tp : {2, 4}) expect_parity(llama_cfg(2), tp, DType::kF32, DType::kF32, 1e-5);

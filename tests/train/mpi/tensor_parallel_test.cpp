@@ -14,6 +14,7 @@
 #include "distllm/base/error.h"
 #include "distllm/base/rng.h"
 #include "distllm/comm/world.h"
+#include "distllm/model/tensor_parallel.h"
 #include "distllm/model/train_graph.h"
 #include "distllm/model/transformer.h"
 #include "distllm/base/memory_stats.h"
@@ -154,6 +155,24 @@ TEST(TensorParallelGraph, Qwen2AndQwen3MatchTheSingleProcess) {
     if (12 % tp == 0 && (4 % tp == 0 || tp % 4 == 0)) expect_parity(family_tp(ModelFamily::kQwen2, 4), tp);
     expect_parity(family_tp(ModelFamily::kQwen3, 1), tp);  // one key/value head, on every rank
     if (tp == 4) expect_parity(family_tp(ModelFamily::kQwen3, 2), tp, /*sp=*/true);
+  }
+}
+
+// phi3's fused matrices: each rank takes its heads out of q|k|v and its hidden units
+// out of both halves of gate|up; a tp larger than the key/value heads is refused.
+TEST(TensorParallelGraph, Phi3FusedMatricesMatchTheSingleProcess) {
+  for (int tp : {2, 3, 4}) {
+    if (tp > comm::world()->size()) continue;
+    if (12 % tp == 0 && 4 % tp == 0) expect_parity(family_tp(ModelFamily::kPhi3, 4), tp, /*sp=*/tp == 2);
+  }
+  if (comm::world()->size() >= 4) {
+    try {
+      TensorParallelPlan plan(family_tp(ModelFamily::kPhi3, 2), 4, 0);
+      FAIL() << "tp 4 over 2 key/value heads held in a fused qkv_proj was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("larger than the model's 2 key/value heads"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

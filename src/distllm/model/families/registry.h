@@ -10,5 +10,6 @@ const FamilyDef& gpt2_family();
 const FamilyDef& llama_family();
 const FamilyDef& qwen2_family();
 const FamilyDef& qwen3_family();
+const FamilyDef& phi3_family();
 
 }  // namespace distllm
