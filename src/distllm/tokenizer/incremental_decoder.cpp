@@ -4,8 +4,11 @@
 
 namespace distllm {
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, bool skip_special)
-    : tok_(&tok), skip_special_(skip_special), strip_left_(tok.impl_->decoder->ends().start) {}
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, bool skip_special, bool at_text_start)
+    : tok_(&tok),
+      skip_special_(skip_special),
+      started_(!at_text_start),
+      strip_left_(at_text_start ? tok.impl_->decoder->ends().start : 0) {}
 
 std::string IncrementalDecoder::push(int32_t id) {
   if (skip_special_ && tok_->is_special(id)) return {};

@@ -111,10 +111,13 @@ class Tokenizer {
 // streamed is decode(ids) with bytes that can never form a character shown as U+FFFD
 // (byte-fallback tokens such as <0xE2><0x82><0xAC> come out as one "€"). The first
 // token is the start of the text, as for decode (a SentencePiece "▁Hello" gives
-// "Hello"). Keeps a reference to `tok`, which must outlive the decoder.
+// "Hello"), unless `at_text_start` is false: the tokens then continue a text decoded
+// elsewhere (a prompt), and the stream is decode(prefix + ids) less decode(prefix), as
+// vLLM streams a completion (" Hello"). Keeps a reference to `tok`, which must outlive
+// the decoder.
 class IncrementalDecoder {
  public:
-  explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special = true);
+  explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special = true, bool at_text_start = true);
   std::string push(int32_t id);  // newly completed text (may be empty)
   std::string flush();           // whatever is left (invalid trailing bytes as U+FFFD)
 
