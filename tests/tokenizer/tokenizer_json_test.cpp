@@ -212,6 +212,25 @@ TEST(TokenizerJson, UnsupportedParts) {
   expect_load_error(j, "tok.json: model.dropout: BPE dropout is not supported (must be null)");
 }
 
+// A field distllm does not know is refused by name, never silently ignored.
+TEST(TokenizerJson, UnknownFieldsAreRefused) {
+  json j = hello_json();
+  j["model"]["scores"] = json::array();
+  expect_load_error(j, "tok.json: model.scores: is not a field distllm knows here (known: type, dropout, unk_token, "
+                       "continuing_subword_prefix, end_of_word_suffix, fuse_unk, byte_fallback, ignore_merges, vocab, "
+                       "merges)");
+  j = hello_json();
+  j["pre_tokenizers"] = nullptr;  // a typo of pre_tokenizer
+  expect_load_error(j, "tok.json: pre_tokenizers: is not a field distllm knows here (known: version, truncation, "
+                       "padding, added_tokens, normalizer, pre_tokenizer, post_processor, decoder, model)");
+  j = hello_json();
+  json token = added_token(260, " w", false);
+  token["strip"] = true;
+  j["added_tokens"] = json::array({token});
+  expect_load_error(j, "tok.json: added_tokens[0].strip: is not a field distllm knows here (known: id, content, "
+                       "special, single_word, lstrip, rstrip, normalized)");
+}
+
 TEST(TokenizerJson, WrongTypes) {
   json j = hello_json();
   j["model"]["vocab"]["he"] = "256";

@@ -19,6 +19,18 @@ const char* JsonReader::type_name(const json& v) {
   return "an object";
 }
 
+void JsonReader::known_fields(const json& obj, std::initializer_list<const char*> known,
+                              const std::string& where) const {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool found = false;
+    for (const char* k : known) found = found || it.key() == k;
+    if (found) continue;
+    std::string list;
+    for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
+    fail(join(where, utf8_sanitize(it.key()).c_str()), "is not a field distllm knows here (known: " + list + ")");
+  }
+}
+
 const JsonReader::json* JsonReader::member(const json& obj, const char* key) const {
   auto it = obj.find(key);
   return it == obj.end() ? nullptr : &*it;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -35,6 +36,9 @@ class JsonReader {
   uint32_t char_member(const json& obj, const char* key, uint32_t fallback, const std::string& where) const;
   // obj["type"], which must be a string.
   std::string type_of(const json& obj, const std::string& where) const;
+  // Refuses, by name, a member of `obj` that is not in `known`: a field this reader
+  // does not understand is an error, never silently ignored.
+  void known_fields(const json& obj, std::initializer_list<const char*> known, const std::string& where) const;
   // The array obj[key] (required).
   const json& array_member(const json& obj, const char* key, const std::string& where) const;
 

@@ -75,6 +75,7 @@ void parse_added_tokens(const Reader& r, const json& doc, TokenizerSpec& spec) {
     const std::string where = strprintf("added_tokens[%zu]", i);
     const json& e = (*list)[i];
     r.expect_object(e, where);
+    r.known_fields(e, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"}, where);
     AddedToken a;
     int64_t id = r.integer_of(r.require(e, "id", where), where + ".id");
     if (id < 0 || id > INT32_MAX) r.fail(where + ".id", strprintf("%lld is out of range", (long long)id));
@@ -93,6 +94,8 @@ void parse_added_tokens(const Reader& r, const json& doc, TokenizerSpec& spec) {
 void parse_model(const Reader& r, const json& doc, TokenizerSpec& spec) {
   const json& model = r.require(doc, "model", "");
   r.expect_object(model, "model");
+  r.known_fields(model, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+                         "byte_fallback", "ignore_merges", "vocab", "merges"}, "model");
   if (const json* type = r.member(model, "type")) {
     std::string t = r.string_of(*type, "model.type");
     if (t != "BPE") r.fail("model.type", quote_for_message(t) + " is not supported (only BPE)");
@@ -169,6 +172,8 @@ TokenizerSpec parse_tokenizer_json(const std::string& text, const std::string& o
   }
   Reader r(origin);
   r.expect_object(doc, "top level");
+  r.known_fields(doc, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                       "post_processor", "decoder", "model"}, "");
   parse_model(r, doc, spec);
   parse_added_tokens(r, doc, spec);
   spec.normalizer = part(r, doc, "normalizer");
