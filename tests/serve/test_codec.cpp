@@ -83,6 +83,12 @@ std::vector<int32_t> ByteCodec::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<int32_t> ByteCodec::encode_prompt(std::string_view text) const {
+  std::vector<int32_t> ids = encode(text);
+  if (bos_ >= 0) ids.insert(ids.begin(), bos_);
+  return ids;
+}
+
 std::string ByteCodec::token_bytes(int32_t id) const {
   if (id == kEos) return kEosText;
   if (id < 0 || id > 255) return "";

@@ -47,8 +47,10 @@ struct Server {
   std::thread thread;
   OpenAIClient client;
 
-  explicit Server(EngineConfig ec = default_engine(), ApiServerConfig sc = config(), TestRunnerOptions ro = {})
-      : runner(ro), engine(runner, codec, ec, metrics), server(engine, chat, metrics, sc), port(server.bind()),
+  explicit Server(EngineConfig ec = default_engine(), ApiServerConfig sc = config(), TestRunnerOptions ro = {},
+                  ByteCodec c = ByteCodec())
+      : codec(c),
+        runner(ro), engine(runner, codec, ec, metrics), server(engine, chat, metrics, sc), port(server.bind()),
         client("http://127.0.0.1:" + std::to_string(port), sc.api_key, 30) {
     engine.start();
     thread = std::thread([this] { server.serve(); });
@@ -64,8 +66,11 @@ struct Server {
     c.model_name = "test-model";
     return c;
   }
-  std::string expected_text(const std::string& prompt, int n) {
-    return serve::testing::decode_all(codec, runner.reference_greedy(codec.encode(prompt), n));
+  // What greedy decoding gives after `prompt`'s ids: a chat prompt's (encode) by
+  // default, a completion's text prompt's (encode_prompt) with `as_completion`.
+  std::string expected_text(const std::string& prompt, int n, bool as_completion = false) {
+    std::vector<int32_t> ids = as_completion ? codec.encode_prompt(prompt) : codec.encode(prompt);
+    return serve::testing::decode_all(codec, runner.reference_greedy(ids, n));
   }
 };
 

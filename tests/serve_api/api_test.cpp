@@ -122,6 +122,24 @@ TEST(Api, ChatUsesTheTemplateAndStreamsRoleFirst) {
   EXPECT_TRUE(st.chunks.back()["choices"][0]["delta"].empty());
 }
 
+// A completion's text prompt is encoded as Hugging Face's default encode does (the
+// tokenizer's BOS first, here 256); a chat prompt as its template rendered it, with
+// nothing added again; token ids as they are.
+TEST(Api, CompletionAddsTheBosAndChatDoesNotAddItAgain) {
+  Server s(default_engine(), Server::config(), {}, ByteCodec(ByteCodec::kEos));
+  Json j = Json::parse(s.client.post("/v1/completions", completion("Hello there", 6).dump()).body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 12);
+  EXPECT_EQ(j["choices"][0]["text"], s.expected_text("Hello there", 6, /*as_completion=*/true));
+  EXPECT_NE(s.expected_text("Hello there", 6, true), s.expected_text("Hello there", 6));  // the BOS matters
+  j = Json::parse(s.client.post("/v1/completions", completion("", 4, {{"prompt", {97, 98}}}).dump()).body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(j["choices"][0]["text"], s.expected_text("ab", 4));
+  std::string prompt = "<|im_start|>user\nWhat?<|im_end|>\n<|im_start|>assistant\n";
+  j = Json::parse(s.client.post("/v1/chat/completions", chat_request("What?", 8).dump()).body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], static_cast<int>(prompt.size()));
+  EXPECT_EQ(j["choices"][0]["message"]["content"], s.expected_text(prompt, 8));
+}
+
 TEST(Api, PromptFormsAndChoices) {
   Server s;
   // Array of strings: one choice per prompt.

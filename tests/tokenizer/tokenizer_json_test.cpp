@@ -167,44 +167,68 @@ TEST(TokenizerJson, MalformedDocuments) {
                "cannot open /nonexistent/tokenizer.json: No such file or directory");
 }
 
+// What distllm still refuses, each by name. (Normalizers, other split patterns, null
+// pre-tokenizers, byte_fallback, continuing_subword_prefix and single_word, refused
+// here before, are read now: pipeline_test.cpp and real_tokenizers_test.cpp.)
 TEST(TokenizerJson, UnsupportedParts) {
   json j = hello_json();
   j["model"]["type"] = "WordPiece";
   expect_load_error(j, "tok.json: model.type: 'WordPiece' is not supported (only BPE)");
   j = hello_json();
-  j["normalizer"] = {{"type", "NFC"}};
-  expect_load_error(j, "tok.json: normalizer.type: 'NFC' is not supported (distllm implements no normalizer)");
-  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Lowercase"}}})}};
-  expect_load_error(j, "tok.json: normalizer.normalizers[0]: type 'Lowercase' is not supported (distllm implements no normalizer)");
+  j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+  expect_load_error(j, "tok.json: normalizer.type: 'Precompiled' is not supported (supported: NFC, NFD, NFKC, NFKD, "
+                       "Lowercase, Strip, StripAccents, Replace, Prepend, Append, Sequence)");
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFC"}}, {{"type", "BertNormalizer"}}})}};
+  expect_load_error(j, "tok.json: normalizer.normalizers[1].type: 'BertNormalizer' is not supported (supported: NFC, NFD, "
+                       "NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, Append, Sequence)");
   j = hello_json();
-  j["pre_tokenizer"] = {{"type", "Whitespace"}};
-  expect_load_error(j, "tok.json: pre_tokenizer.type: 'Whitespace' is not supported (only ByteLevel, or a Sequence of "
-                       "GPT-2's Split and ByteLevel)");
-  j["pre_tokenizer"] = nullptr;
-  expect_load_error(j, "tok.json: pre_tokenizer: missing; distllm implements byte-level BPE and needs the ByteLevel "
-                       "pre-tokenizer");
+  j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
+  expect_load_error(j, "tok.json: pre_tokenizer.type: 'UnicodeScripts' is not supported (supported: ByteLevel, Split, "
+                       "Metaspace, Digits, Whitespace, WhitespaceSplit, Punctuation, CharDelimiterSplit, "
+                       "BertPreTokenizer, Sequence)");
   j = hello_json();
   j["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [
-      {"type": "Split", "pattern": {"Regex": "\\p{L}+"}, "behavior": "Isolated", "invert": false},
+      {"type": "Split", "pattern": {"Regex": "(\\p{L}+"}, "behavior": "Isolated", "invert": false},
       {"type": "ByteLevel", "add_prefix_space": false}]})");
-  expect_load_error(j, "tok.json: pre_tokenizer.pretokenizers[0].pattern.Regex: only GPT-2's split pattern is "
-                       "supported, got '\\p{L}+'");
+  expect_load_error(j, "tok.json: pre_tokenizer.pretokenizers[0].pattern.Regex: the regular expression does not "
+                       "compile: missing closing parenthesis (at offset 7 of '(\\p{L}+')");
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "[^\\S]"}};
+  expect_load_error(j, "tok.json: pre_tokenizer.pretokenizers[0].pattern.Regex: \\S inside a character class is not "
+                       "supported");
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "x"}};
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
+  expect_load_error(j, "tok.json: pre_tokenizer.pretokenizers[0].behavior: unknown behavior 'Sideways' (expected "
+                       "Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous)");
   j = hello_json();
   j["decoder"] = {{"type", "WordPiece"}};
-  expect_load_error(j, "tok.json: decoder.type: 'WordPiece' is not supported (only ByteLevel)");
+  expect_load_error(j, "tok.json: decoder.type: 'WordPiece' is not supported (supported: ByteLevel, Metaspace, "
+                       "ByteFallback, Fuse, Strip, Replace, BPEDecoder, Sequence)");
+  j = hello_json();
+  j["post_processor"] = {{"type", "Unknown"}};
+  expect_load_error(j, "tok.json: post_processor.type: 'Unknown' is not supported (supported: TemplateProcessing, "
+                       "BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
   j = hello_json();
   j["model"]["dropout"] = 0.1;
   expect_load_error(j, "tok.json: model.dropout: BPE dropout is not supported (must be null)");
+}
+
+// A field distllm does not know is refused by name, never silently ignored.
+TEST(TokenizerJson, UnknownFieldsAreRefused) {
+  json j = hello_json();
+  j["model"]["scores"] = json::array();
+  expect_load_error(j, "tok.json: model.scores: is not a field distllm knows here (known: type, dropout, unk_token, "
+                       "continuing_subword_prefix, end_of_word_suffix, fuse_unk, byte_fallback, ignore_merges, vocab, "
+                       "merges)");
   j = hello_json();
-  j["model"]["continuing_subword_prefix"] = "##";
-  expect_load_error(j, "tok.json: model.continuing_subword_prefix: not supported (must be null or \"\")");
+  j["pre_tokenizers"] = nullptr;  // a typo of pre_tokenizer
+  expect_load_error(j, "tok.json: pre_tokenizers: is not a field distllm knows here (known: version, truncation, "
+                       "padding, added_tokens, normalizer, pre_tokenizer, post_processor, decoder, model)");
   j = hello_json();
-  j["model"]["byte_fallback"] = true;
-  expect_load_error(j, "tok.json: model.byte_fallback: not supported (byte-level BPE covers every byte without it)");
-  j = hello_json();
-  j["added_tokens"] = json::array({added_token(261, "<w>", true)});
-  j["added_tokens"][0]["single_word"] = true;
-  expect_load_error(j, "tok.json: added_tokens[0]: single_word=true is not supported");
+  json token = added_token(260, " w", false);
+  token["strip"] = true;
+  j["added_tokens"] = json::array({token});
+  expect_load_error(j, "tok.json: added_tokens[0].strip: is not a field distllm knows here (known: id, content, "
+                       "special, single_word, lstrip, rstrip, normalized)");
 }
 
 TEST(TokenizerJson, WrongTypes) {

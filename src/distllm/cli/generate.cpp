@@ -61,7 +61,8 @@ int run_generate(Args& args) {
   serve::ModelBundle bundle = serve::load_model_bundle(model_dir);
   const ModelConfig& cfg = bundle.weights->config();
   serve::TokenizerCodec codec(std::move(*bundle.tokenizer));
-  std::vector<int32_t> tokens = codec.encode(prompt);
+  // As the server encodes a completion's text prompt (BOS where the tokenizer adds one).
+  std::vector<int32_t> tokens = codec.encode_prompt(prompt);
   if (tokens.empty()) {
     // Like transformers, an empty prompt starts from the beginning-of-text token.
     auto start = codec.tokenizer().bos_token_id();

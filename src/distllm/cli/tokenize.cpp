@@ -1,4 +1,6 @@
-// `distllm tokenize`: text -> token ids as a JSON array, or (--decode) ids -> text.
+// `distllm tokenize`: text -> token ids as a JSON array (Hugging Face's
+// encode(text, add_special_tokens=False); --add-special-tokens: its default), or
+// (--decode) ids -> text.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -47,6 +49,9 @@ int run_tokenize(Args& args) {
   auto file = args.get_optional("file", "read the input from this file instead ('-' = stdin)");
   bool decode = args.get_flag("decode", "turn a JSON array of ids back into text (written as raw bytes)");
   bool no_special = args.get_flag("no-special", "encode special tokens' text (e.g. <|endoftext|>) as plain text");
+  bool add_special = args.get_flag("add-special-tokens",
+                                   "add the special tokens the tokenizer puts around a text (e.g. BOS), as Hugging "
+                                   "Face's encode() does by default");
   bool skip_special = args.get_flag("skip-special", "with --decode: leave special tokens out");
   auto save = args.get_optional("save", "write the tokenizer as a Hugging Face tokenizer.json to this path");
   if (args.help_or_finish()) return 0;
@@ -63,6 +68,7 @@ int run_tokenize(Args& args) {
     return 0;
   }
   std::vector<int32_t> ids = tok.encode(input, !no_special);
+  if (add_special) ids = tok.add_special_tokens(ids);
   std::string out = "[";
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) out += ", ";

@@ -26,9 +26,16 @@ class TextStreamDecoder {
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
-  // Text to ids; special tokens written in the text (e.g. "<|endoftext|>") map to
-  // their ids, as Hugging Face tokenizers do by default.
+  // Text to ids with nothing added around it (Hugging Face's
+  // encode(text, add_special_tokens=False)); special tokens written in the text (e.g.
+  // "<|endoftext|>") map to their ids. A chat prompt: its template already wrote the
+  // BOS and every other marker, so none is added again (as vLLM does).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Hugging Face's default encode(text) (add_special_tokens=True): encode(text)
+  // inside whatever the tokenizer adds around a text: BOS for Llama, Gemma and
+  // Mistral (the post-processor, or add_bos_token / add_eos_token in
+  // tokenizer_config.json), nothing for GPT-2 and Qwen. A completion's text prompt.
+  virtual std::vector<int32_t> encode_prompt(std::string_view text) const = 0;
   // The raw bytes one token stands for (may be part of a UTF-8 character).
   virtual std::string token_bytes(int32_t id) const = 0;
   virtual std::unique_ptr<TextStreamDecoder> stream_decoder() const = 0;

@@ -5,7 +5,8 @@ namespace {
 
 class Decoder : public TextStreamDecoder {
  public:
-  explicit Decoder(const Tokenizer& tok) : tok_(tok), inner_(tok, /*skip_special=*/true) {}
+  // Generated tokens continue the prompt: a SentencePiece "▁Paris" streams as " Paris".
+  explicit Decoder(const Tokenizer& tok) : tok_(tok), inner_(tok, /*skip_special=*/true, /*at_text_start=*/false) {}
   std::string push(int32_t id) override {
     if (id < 0 || id >= tok_.vocab_size()) return {};
     return inner_.push(id);

@@ -55,6 +55,7 @@ class BpeMerges {
 
 // Reusable buffers for bpe_merge (one per thread).
 struct BpeScratch {
+  std::vector<int32_t> word;  // the word being encoded (bpe_model.h)
   struct Entry {
     uint32_t rank;
     uint32_t pos;

@@ -6,8 +6,6 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/parallel.h"
-#include "distllm/tokenizer/byte_level.h"
-#include "distllm/tokenizer/pretokenizer.h"
 #include "distllm/tokenizer/tokenizer_impl.h"
 
 namespace distllm {
@@ -53,8 +51,8 @@ struct ThreadState {
   PieceCache caches[4];
   unsigned victim = 0;
   BpeScratch scratch;
-  std::vector<int32_t> word;
-  std::string prefixed;  // a segment with the prefix space added
+  std::string normalized;  // a stretch of text after the normalizer
+  std::vector<AddedTokenMatcher::Match> raw_matches, normalized_matches;
 
   PieceCache& cache_for(uint64_t key) {
     for (PieceCache& c : caches)
@@ -70,105 +68,108 @@ ThreadState& thread_state() {
   return state;
 }
 
-// Encodes one piece of a segment (the output of the pre-tokenizer).
-void encode_piece(const TokenizerImpl& t, std::string_view piece, PieceCache& cache, ThreadState& ts,
-                  std::vector<int32_t>& out) {
-  bool cacheable = piece.size() <= kMaxCachedPieceBytes;
-  if (cacheable) {
-    auto it = cache.map.find(piece);
-    if (it != cache.map.end()) {
-      const int32_t* ids = cache.ids.data() + it->second.first;
-      out.insert(out.end(), ids, ids + it->second.second);
-      return;
-    }
-  }
-  std::vector<int32_t>& word = ts.word;
-  word.clear();
-  bool whole = false;
-  if (t.ignore_merges) {  // a piece that is itself a vocab token skips the merges
-    auto it = t.model_vocab.find(bytes_to_byte_level(piece));
-    if (it != t.model_vocab.end()) {
-      word.push_back(it->second);
-      whole = true;
-    }
-  }
-  if (!whole) {
-    for (char c : piece) {
-      int32_t id = t.byte_token[static_cast<unsigned char>(c)];
-      if (id < 0) {
-        DL_CHECK(t.unk_id.has_value(), "%s: cannot encode byte 0x%02X: the vocab has no token for it and no unk_token",
-                 t.origin.c_str(), static_cast<unsigned char>(c));
-        id = *t.unk_id;
-        if (t.fuse_unk && !word.empty() && word.back() == id) continue;
-      }
-      word.push_back(id);
-    }
-    bpe_merge(word, t.merge_table, ts.scratch);
-  }
-  out.insert(out.end(), word.begin(), word.end());
-  if (cacheable) {
-    if (cache.map.size() >= kMaxCacheEntries) cache.reset(cache.key);
-    cache.map.emplace(std::string(piece),
-                      std::make_pair(static_cast<uint32_t>(cache.ids.size()), static_cast<uint32_t>(word.size())));
-    cache.ids.insert(cache.ids.end(), word.begin(), word.end());
-  }
-}
+// Receives the pre-tokenizer's pieces and appends their ids.
+class PieceEncoder : public PieceSink {
+ public:
+  PieceEncoder(const TokenizerImpl& t, ThreadState& ts, std::vector<int32_t>& out)
+      : t_(t),
+        ts_(ts),
+        cache_(ts.cache_for(t.cache_key.load(std::memory_order_acquire))),
+        out_(out),
+        bytes_(t.pre_tokenizer->byte_level_output()) {}
 
-// Encodes text that holds no added token: the pre-tokenizer, then BPE on each piece.
-void encode_segment(const TokenizerImpl& t, std::string_view segment, bool prefix_allowed, std::vector<int32_t>& out,
-                    PieceCache& cache, ThreadState& ts) {
-  if (segment.empty()) return;
-  if (t.add_prefix_space && prefix_allowed && segment[0] != ' ') {
-    ts.prefixed.assign(1, ' ');
-    ts.prefixed.append(segment);
-    segment = ts.prefixed;
+  void piece(std::string_view piece) override {
+    if (bytes_) {
+      encode_cached(piece);
+    } else {
+      t_.model->split_parts(piece, [this](std::string_view part) { encode_cached(part); });
+    }
   }
-  if (t.use_regex || t.pre_form == PreTokenizerForm::kSplitThenByteLevel) {
-    gpt2_pretokenize(segment, [&](std::string_view piece) { encode_piece(t, piece, cache, ts, out); });
-  } else {
-    encode_piece(t, segment, cache, ts, out);
+
+ private:
+  void encode_cached(std::string_view piece) {
+    bool cacheable = piece.size() <= kMaxCachedPieceBytes;
+    if (cacheable) {
+      auto it = cache_.map.find(piece);
+      if (it != cache_.map.end()) {
+        const int32_t* ids = cache_.ids.data() + it->second.first;
+        out_.insert(out_.end(), ids, ids + it->second.second);
+        return;
+      }
+    }
+    size_t start = out_.size();
+    t_.model->encode(piece, bytes_, out_, ts_.scratch);
+    if (cacheable) {
+      if (cache_.map.size() >= kMaxCacheEntries) cache_.reset(cache_.key);
+      size_t count = out_.size() - start;
+      cache_.map.emplace(std::string(piece),
+                         std::make_pair(static_cast<uint32_t>(cache_.ids.size()), static_cast<uint32_t>(count)));
+      cache_.ids.insert(cache_.ids.end(), out_.begin() + static_cast<std::ptrdiff_t>(start), out_.end());
+    }
   }
-}
+
+  const TokenizerImpl& t_;
+  ThreadState& ts_;
+  PieceCache& cache_;
+  std::vector<int32_t>& out_;
+  const bool bytes_;
+};
 
 }  // namespace
 
 Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl)
-    : impl_(std::move(impl)), eos_(impl_->default_eos), bos_(impl_->default_bos) {}
+    : impl_(std::move(impl)),
+      eos_(impl_->default_eos),
+      bos_(impl_->default_bos),
+      special_before_(impl_->special_tokens.before),
+      special_after_(impl_->special_tokens.after) {}
 
 void Tokenizer::encode_into(std::string_view text, bool allow_special, bool at_text_start,
                             std::vector<int32_t>& out) const {
   const TokenizerImpl& t = *impl_;
   ThreadState& ts = thread_state();
-  PieceCache& cache = ts.cache_for(t.cache_key.load(std::memory_order_acquire));
-  const AddedTokenMatcher& first = t.first_pass[allow_special ? 1 : 0];
-  const AddedTokenMatcher& second = t.second_pass[allow_special ? 1 : 0];
-  if (first.empty() && second.empty()) {
-    encode_segment(t, text, at_text_start, out, cache, ts);
+  PieceEncoder encoder(t, ts, out);
+  // A stretch of text between added tokens: normalized, searched for normalized added
+  // tokens, split, encoded. Hugging Face treats each stretch as a text of its own (a
+  // prefix space for each); a chunk of a longer text (encode_parallel) starts mid-stretch.
+  auto stretch = [&](size_t begin, size_t end) {
+    if (begin == end) return;
+    std::string_view raw = text.substr(begin, end - begin);
+    PieceFlags flags{at_text_start && begin == 0, begin != 0 || at_text_start};
+    std::string_view normalized = raw;
+    if (t.normalizer) {
+      t.normalizer->normalize(raw, ts.normalized);
+      normalized = ts.normalized;
+    }
+    if (t.normalized_pass.empty()) {
+      t.pre_tokenizer->run(normalized, flags, encoder);
+      return;
+    }
+    std::vector<AddedTokenMatcher::Match>& matches = ts.normalized_matches;
+    matches.clear();
+    t.normalized_pass.find_all(normalized, allow_special, matches);
+    size_t pos = 0;
+    for (const auto& m : matches) {
+      if (m.begin > pos) t.pre_tokenizer->run(normalized.substr(pos, m.begin - pos), pos == 0 ? flags : PieceFlags{false, true}, encoder);
+      out.push_back(m.token->id);
+      pos = m.end;
+    }
+    if (pos < normalized.size()) t.pre_tokenizer->run(normalized.substr(pos), pos == 0 ? flags : PieceFlags{false, true}, encoder);
+  };
+  if (t.raw_pass.empty()) {
+    stretch(0, text.size());
     return;
   }
-  // Hugging Face gives every stretch of text between added tokens its own prefix
-  // space; a chunk of a longer text (encode_parallel) starts mid-stretch.
-  auto plain = [&](size_t begin, size_t end) {
-    encode_segment(t, text.substr(begin, end - begin), begin != 0 || at_text_start, out, cache, ts);
-  };
-  auto second_pass = [&](size_t begin, size_t end) {
-    std::string_view gap = text.substr(0, end);
-    AddedTokenMatcher::Match m;
-    while (begin < end && second.find(gap, begin, &m)) {
-      plain(begin, m.begin);
-      out.push_back(m.token->id);
-      begin = m.end;
-    }
-    plain(begin, end);
-  };
+  std::vector<AddedTokenMatcher::Match>& matches = ts.raw_matches;
+  matches.clear();
+  t.raw_pass.find_all(text, allow_special, matches);
   size_t pos = 0;
-  AddedTokenMatcher::Match m;
-  while (pos < text.size() && first.find(text, pos, &m)) {
-    second_pass(pos, m.begin);
+  for (const auto& m : matches) {
+    stretch(pos, m.begin);
     out.push_back(m.token->id);
     pos = m.end;
   }
-  second_pass(pos, text.size());
+  stretch(pos, text.size());
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
@@ -178,20 +179,40 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   return out;
 }
 
+std::vector<int32_t> Tokenizer::add_special_tokens(std::span<const int32_t> ids) const {
+  std::vector<int32_t> out;
+  out.reserve(special_before_.size() + ids.size() + special_after_.size());
+  out.insert(out.end(), special_before_.begin(), special_before_.end());
+  out.insert(out.end(), ids.begin(), ids.end());
+  out.insert(out.end(), special_after_.begin(), special_after_.end());
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text) const {
+  return add_special_tokens(encode(text));
+}
+
 std::vector<int32_t> Tokenizer::encode_parallel(std::string_view text, bool allow_special) const {
   constexpr size_t kMinChunk = 64 << 10;
+  const TokenizerImpl& t = *impl_;
   int threads = num_threads();
-  if (threads <= 1 || text.size() < 2 * kMinChunk || impl_->added_token_has_newline) return encode(text, allow_special);
-  // Cut just before a '\n' that follows a printable ASCII character: every piece of
-  // the pre-tokenizer (and every added token) ends there anyway, and the text after
-  // it is split the same whether or not the text before it is present.
+  PreTokenizer::NewlineCut cut = t.pre_tokenizer->newline_cut();
+  bool cuttable = cut != PreTokenizer::NewlineCut::kNone && !t.added_token_has_newline &&
+                  (!t.normalizer || t.normalizer->local_at_newlines());
+  if (threads <= 1 || text.size() < 2 * kMinChunk || !cuttable) return encode(text, allow_special);
+  // Cut just before a '\n' where the pre-tokenizer always ends a piece and starts the
+  // next one the same way whether or not the text before it is present: after a
+  // printable ASCII character for GPT-2's pattern, after an ASCII letter for Llama 3's.
+  auto cut_after = [cut](unsigned char before) {
+    if (cut == PreTokenizer::NewlineCut::kAfterPrintable) return before > 0x20 && before < 0x7F;
+    return (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z');
+  };
   size_t target = std::max(kMinChunk, text.size() / (static_cast<size_t>(threads) * 4));
   std::vector<size_t> cuts{0};
   for (size_t pos = target; pos < text.size();) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string_view::npos) break;
-    unsigned char before = static_cast<unsigned char>(text[nl - 1]);
-    if (before > 0x20 && before < 0x7F) {
+    if (cut_after(static_cast<unsigned char>(text[nl - 1]))) {
       cuts.push_back(nl);
       pos = nl + target;
     } else {
@@ -220,13 +241,14 @@ std::vector<int32_t> Tokenizer::encode_parallel(std::string_view text, bool allo
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   const TokenizerImpl& t = *impl_;
-  std::string out;
+  std::vector<std::string_view> tokens;
+  tokens.reserve(ids.size());
   for (int32_t id : ids) {
     DL_CHECK(id >= 0 && id < vocab_size(), "decode: token id %d is out of range [0, %d)", id, vocab_size());
     if (skip_special && t.special[id]) continue;
-    out += t.token_bytes[id];
+    tokens.push_back(t.token_string[id]);
   }
-  return out;
+  return t.decoder->decode(tokens);
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {

@@ -10,6 +10,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/tokenizer/tokenizer.h"
+#include "distllm/tokenizer/json_reader.h"
 #include "distllm/tokenizer/tokenizer_impl.h"
 #include "distllm/tokenizer/utf8.h"
 
@@ -19,68 +20,9 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-// GPT-2's split pattern, as tokenizer.json files spell it in a Split pre-tokenizer.
-constexpr const char* kGpt2Pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 constexpr int kMaxJsonDepth = 256;
 
-class Reader {
- public:
-  explicit Reader(const std::string& origin) : origin_(origin) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw_error(origin_ + ": " + field + ": " + problem);
-  }
-
-  static const char* type_name(const json& v) {
-    if (v.is_number_integer()) return "an integer";
-    if (v.is_number()) return "a number";
-    if (v.is_string()) return "a string";
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_null()) return "null";
-    if (v.is_array()) return "an array";
-    return "an object";
-  }
-
-  const json* member(const json& obj, const char* key) const {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-  const json& require(const json& obj, const char* key, const std::string& where) const {
-    const json* v = member(obj, key);
-    if (v == nullptr) fail(join(where, key), "missing");
-    return *v;
-  }
-  void expect_object(const json& v, const std::string& where) const {
-    if (!v.is_object()) fail(where, std::string("expected an object, got ") + type_name(v));
-  }
-  void expect_array(const json& v, const std::string& where) const {
-    if (!v.is_array()) fail(where, std::string("expected an array, got ") + type_name(v));
-  }
-  std::string string_of(const json& v, const std::string& where) const {
-    if (!v.is_string()) fail(where, std::string("expected a string, got ") + type_name(v));
-    return v.get<std::string>();
-  }
-  int64_t integer_of(const json& v, const std::string& where) const {
-    if (!v.is_number_integer()) fail(where, std::string("expected an integer, got ") + type_name(v));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail(where, "integer out of range");
-    return v.get<int64_t>();
-  }
-  bool bool_member(const json& obj, const char* key, bool fallback, const std::string& where) const {
-    const json* v = member(obj, key);
-    if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_boolean()) fail(join(where, key), std::string("expected a boolean, got ") + type_name(*v));
-    return v->get<bool>();
-  }
-  std::string type_of(const json& obj, const std::string& where) const {
-    expect_object(obj, where);
-    return string_of(require(obj, "type", where), join(where, "type"));
-  }
-  static std::string join(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
-
- private:
-  const std::string& origin_;
-};
+using Reader = JsonReader;
 
 // Rejects nesting that could exhaust the stack of recursive JSON code.
 void check_depth(const std::string& text, const std::string& origin) {
@@ -101,83 +43,6 @@ void check_depth(const std::string& text, const std::string& origin) {
   }
 }
 
-void parse_byte_level(const Reader& r, const json& pt, const std::string& where, TokenizerSpec& spec) {
-  const json& aps = r.require(pt, "add_prefix_space", where);
-  if (!aps.is_boolean()) r.fail(where + ".add_prefix_space", std::string("expected a boolean, got ") + Reader::type_name(aps));
-  spec.add_prefix_space = aps.get<bool>();
-  spec.trim_offsets = r.bool_member(pt, "trim_offsets", true, where);
-  spec.use_regex = r.bool_member(pt, "use_regex", true, where);
-}
-
-void parse_pre_tokenizer(const Reader& r, const json& doc, TokenizerSpec& spec) {
-  const json* pt = r.member(doc, "pre_tokenizer");
-  if (pt == nullptr || pt->is_null())
-    r.fail("pre_tokenizer", "missing; distllm implements byte-level BPE and needs the ByteLevel pre-tokenizer");
-  std::string type = r.type_of(*pt, "pre_tokenizer");
-  if (type == "ByteLevel") {
-    spec.pre_form = PreTokenizerForm::kByteLevel;
-    parse_byte_level(r, *pt, "pre_tokenizer", spec);
-    return;
-  }
-  if (type != "Sequence")
-    r.fail("pre_tokenizer.type", "'" + type + "' is not supported (only ByteLevel, or a Sequence of GPT-2's Split and ByteLevel)");
-  const json& list = r.require(*pt, "pretokenizers", "pre_tokenizer");
-  r.expect_array(list, "pre_tokenizer.pretokenizers");
-  if (list.size() == 1 && r.type_of(list[0], "pre_tokenizer.pretokenizers[0]") == "ByteLevel") {
-    spec.pre_form = PreTokenizerForm::kByteLevel;
-    parse_byte_level(r, list[0], "pre_tokenizer.pretokenizers[0]", spec);
-    return;
-  }
-  if (list.size() != 2)
-    r.fail("pre_tokenizer.pretokenizers", strprintf("expected [Split, ByteLevel], got %zu entries", list.size()));
-  const std::string split_where = "pre_tokenizer.pretokenizers[0]";
-  std::string split_type = r.type_of(list[0], split_where);
-  if (split_type != "Split") r.fail(split_where + ".type", "expected Split, got '" + split_type + "'");
-  const json& pattern = r.require(list[0], "pattern", split_where);
-  r.expect_object(pattern, split_where + ".pattern");
-  const json* regex = r.member(pattern, "Regex");
-  if (regex == nullptr) r.fail(split_where + ".pattern", "expected {\"Regex\": GPT-2's pattern}");
-  if (r.string_of(*regex, split_where + ".pattern.Regex") != kGpt2Pattern)
-    r.fail(split_where + ".pattern.Regex", "only GPT-2's split pattern is supported, got '" + regex->get<std::string>() + "'");
-  std::string behavior = r.string_of(r.require(list[0], "behavior", split_where), split_where + ".behavior");
-  if (behavior != "Isolated") r.fail(split_where + ".behavior", "only Isolated is supported, got '" + behavior + "'");
-  if (r.bool_member(list[0], "invert", false, split_where)) r.fail(split_where + ".invert", "only false is supported");
-  const std::string bl_where = "pre_tokenizer.pretokenizers[1]";
-  std::string bl_type = r.type_of(list[1], bl_where);
-  if (bl_type != "ByteLevel") r.fail(bl_where + ".type", "expected ByteLevel, got '" + bl_type + "'");
-  parse_byte_level(r, list[1], bl_where, spec);
-  if (spec.add_prefix_space) r.fail(bl_where + ".add_prefix_space", "true after a Split is not supported");
-  spec.pre_form = PreTokenizerForm::kSplitThenByteLevel;
-}
-
-void parse_decoder(const Reader& r, const json& doc) {
-  const json* dec = r.member(doc, "decoder");
-  if (dec == nullptr || dec->is_null()) r.fail("decoder", "missing; byte-level BPE needs the ByteLevel decoder");
-  std::string type = r.type_of(*dec, "decoder");
-  if (type == "ByteLevel") return;
-  if (type == "Sequence") {
-    const json& list = r.require(*dec, "decoders", "decoder");
-    r.expect_array(list, "decoder.decoders");
-    if (list.size() == 1 && r.type_of(list[0], "decoder.decoders[0]") == "ByteLevel") return;
-    r.fail("decoder.decoders", "only a single ByteLevel decoder is supported");
-  }
-  r.fail("decoder.type", "'" + type + "' is not supported (only ByteLevel)");
-}
-
-void parse_normalizer(const Reader& r, const json& doc) {
-  const json* norm = r.member(doc, "normalizer");
-  if (norm == nullptr || norm->is_null()) return;
-  std::string type = r.type_of(*norm, "normalizer");
-  if (type == "Sequence") {
-    const json& list = r.require(*norm, "normalizers", "normalizer");
-    r.expect_array(list, "normalizer.normalizers");
-    if (list.empty()) return;
-    r.fail("normalizer.normalizers[0]", "type '" + r.type_of(list[0], "normalizer.normalizers[0]") +
-                                            "' is not supported (distllm implements no normalizer)");
-  }
-  r.fail("normalizer.type", "'" + type + "' is not supported (distllm implements no normalizer)");
-}
-
 // A copy with "type" first in every object, then the other keys sorted: parsing
 // loses the file's key order, and this keeps what to_json writes stable.
 ordered_json type_first(const json& v) {
@@ -194,21 +59,12 @@ ordered_json type_first(const json& v) {
   return out;
 }
 
-void parse_post_processor(const Reader& r, const json& doc, TokenizerSpec& spec) {
-  const json* pp = r.member(doc, "post_processor");
-  if (pp == nullptr || pp->is_null()) return;
-  r.expect_object(*pp, "post_processor");
-  spec.post_processor = type_first(*pp);
-  // A template such as "<s> $A" names the model's BOS token.
-  const json* type = r.member(*pp, "type");
-  const json* single = r.member(*pp, "single");
-  if (type && type->is_string() && *type == "TemplateProcessing" && single && single->is_array() && !single->empty()) {
-    const json& first = (*single)[0];
-    if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object()) {
-      const json& st = first["SpecialToken"];
-      if (st.contains("id") && st["id"].is_string()) spec.template_bos_token = st["id"].get<std::string>();
-    }
-  }
+// A pipeline part (normalizer, ...) as the file has it; absent is null.
+json part(const Reader& r, const json& doc, const char* key) {
+  const json* v = r.member(doc, key);
+  if (v == nullptr || v->is_null()) return nullptr;
+  r.expect_object(*v, key);
+  return *v;
 }
 
 void parse_added_tokens(const Reader& r, const json& doc, TokenizerSpec& spec) {
@@ -219,6 +75,7 @@ void parse_added_tokens(const Reader& r, const json& doc, TokenizerSpec& spec) {
     const std::string where = strprintf("added_tokens[%zu]", i);
     const json& e = (*list)[i];
     r.expect_object(e, where);
+    r.known_fields(e, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"}, where);
     AddedToken a;
     int64_t id = r.integer_of(r.require(e, "id", where), where + ".id");
     if (id < 0 || id > INT32_MAX) r.fail(where + ".id", strprintf("%lld is out of range", (long long)id));
@@ -237,23 +94,22 @@ void parse_added_tokens(const Reader& r, const json& doc, TokenizerSpec& spec) {
 void parse_model(const Reader& r, const json& doc, TokenizerSpec& spec) {
   const json& model = r.require(doc, "model", "");
   r.expect_object(model, "model");
+  r.known_fields(model, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+                         "byte_fallback", "ignore_merges", "vocab", "merges"}, "model");
   if (const json* type = r.member(model, "type")) {
     std::string t = r.string_of(*type, "model.type");
-    if (t != "BPE") r.fail("model.type", "'" + t + "' is not supported (only BPE)");
+    if (t != "BPE") r.fail("model.type", quote_for_message(t) + " is not supported (only BPE)");
   }
   if (const json* d = r.member(model, "dropout"); d && !d->is_null() && !(d->is_number() && d->get<double>() == 0.0))
     r.fail("model.dropout", "BPE dropout is not supported (must be null)");
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const json* v = r.member(model, key);
-    if (v && !v->is_null() && !(v->is_string() && v->get<std::string>().empty()))
-      r.fail(std::string("model.") + key, "not supported (must be null or \"\")");
-  }
-  if (r.bool_member(model, "byte_fallback", false, "model"))
-    r.fail("model.byte_fallback", "not supported (byte-level BPE covers every byte without it)");
+  BpeModelSpec& m = spec.model;
+  m.continuing_subword_prefix = r.string_member(model, "continuing_subword_prefix", "", "model");
+  m.end_of_word_suffix = r.string_member(model, "end_of_word_suffix", "", "model");
+  m.byte_fallback = r.bool_member(model, "byte_fallback", false, "model");
   if (const json* unk = r.member(model, "unk_token"); unk && !unk->is_null())
-    spec.unk_token = r.string_of(*unk, "model.unk_token");
-  spec.fuse_unk = r.bool_member(model, "fuse_unk", false, "model");
-  spec.ignore_merges = r.bool_member(model, "ignore_merges", false, "model");
+    m.unk_token = r.string_of(*unk, "model.unk_token");
+  m.fuse_unk = r.bool_member(model, "fuse_unk", false, "model");
+  m.ignore_merges = r.bool_member(model, "ignore_merges", false, "model");
 
   const json& vocab = r.require(model, "vocab", "model");
   r.expect_object(vocab, "model.vocab");
@@ -264,7 +120,7 @@ void parse_model(const Reader& r, const json& doc, TokenizerSpec& spec) {
   const json* merges = r.member(model, "merges");
   if (merges == nullptr || merges->is_null()) return;
   r.expect_array(*merges, "model.merges");
-  spec.merges.reserve(merges->size());
+  spec.model.merges.reserve(merges->size());
   for (size_t i = 0; i < merges->size(); ++i) {
     const json& m = (*merges)[i];
     const std::string where = strprintf("model.merges[%zu]", i);
@@ -273,13 +129,13 @@ void parse_model(const Reader& r, const json& doc, TokenizerSpec& spec) {
       size_t space = s.find(' ');
       if (space == std::string::npos || space == 0 || space + 1 == s.size() || s.find(' ', space + 1) != std::string::npos)
         r.fail(where, "expected two tokens separated by one space, got '" + s + "'");
-      spec.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+      spec.model.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
     } else if (m.is_array()) {  // ["left", "right"]
       if (m.size() != 2) r.fail(where, strprintf("expected a pair of tokens, got %zu entries", m.size()));
       std::string a = r.string_of(m[0], where + "[0]");
       std::string b = r.string_of(m[1], where + "[1]");
       if (a.empty() || b.empty()) r.fail(where, "a merge of an empty token");
-      spec.merges.emplace_back(std::move(a), std::move(b));
+      spec.model.merges.emplace_back(std::move(a), std::move(b));
     } else {
       r.fail(where, std::string("expected a string or a pair, got ") + Reader::type_name(m));
     }
@@ -301,7 +157,7 @@ TokenizerSpec parse_tokenizer_json(const std::string& text, const std::string& o
   TokenizerSpec spec;
   spec.origin = origin;
   spec.vocab_where = origin + ": model.vocab";
-  spec.merge_where = [origin](size_t i) { return strprintf("%s: model.merges[%zu]", origin.c_str(), i); };
+  spec.model.merge_where = [origin](size_t i) { return strprintf("%s: model.merges[%zu]", origin.c_str(), i); };
   size_t bad = utf8_first_invalid(text);
   DL_CHECK(bad == text.size(), "%s: not UTF-8 (byte 0x%02X at offset %zu)", origin.c_str(),
            static_cast<unsigned char>(text[bad]), bad);
@@ -316,12 +172,14 @@ TokenizerSpec parse_tokenizer_json(const std::string& text, const std::string& o
   }
   Reader r(origin);
   r.expect_object(doc, "top level");
+  r.known_fields(doc, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                       "post_processor", "decoder", "model"}, "");
   parse_model(r, doc, spec);
   parse_added_tokens(r, doc, spec);
-  parse_normalizer(r, doc);
-  parse_pre_tokenizer(r, doc, spec);
-  parse_decoder(r, doc);
-  parse_post_processor(r, doc, spec);
+  spec.normalizer = part(r, doc, "normalizer");
+  spec.pre_tokenizer = part(r, doc, "pre_tokenizer");
+  spec.post_processor = part(r, doc, "post_processor");
+  spec.decoder = part(r, doc, "decoder");
   return spec;
 }
 
@@ -353,33 +211,21 @@ std::string Tokenizer::to_json() const {
     added.push_back(std::move(e));
   }
   doc["added_tokens"] = std::move(added);
-  doc["normalizer"] = nullptr;
-  ordered_json byte_level;
-  byte_level["type"] = "ByteLevel";
-  byte_level["add_prefix_space"] = t.add_prefix_space;
-  byte_level["trim_offsets"] = t.trim_offsets;
-  byte_level["use_regex"] = t.use_regex;
-  if (t.pre_form == PreTokenizerForm::kByteLevel) {
-    doc["pre_tokenizer"] = byte_level;
-  } else {
-    ordered_json split;
-    split["type"] = "Split";
-    split["pattern"] = ordered_json{{"Regex", kGpt2Pattern}};
-    split["behavior"] = "Isolated";
-    split["invert"] = false;
-    doc["pre_tokenizer"] = ordered_json{{"type", "Sequence"}, {"pretokenizers", ordered_json::array({split, byte_level})}};
-  }
-  doc["post_processor"] = t.post_processor;
-  doc["decoder"] = ordered_json{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  doc["normalizer"] = type_first(t.normalizer_json);
+  doc["pre_tokenizer"] = type_first(t.pre_tokenizer_json);
+  doc["post_processor"] = type_first(t.post_processor_json);
+  doc["decoder"] = type_first(t.decoder_json);
+  const BpeModel& m = *t.model;
   ordered_json model;
   model["type"] = "BPE";
   model["dropout"] = nullptr;
-  model["unk_token"] = t.unk_id ? ordered_json(t.token_string[*t.unk_id]) : ordered_json(nullptr);
-  model["continuing_subword_prefix"] = nullptr;
-  model["end_of_word_suffix"] = nullptr;
-  model["fuse_unk"] = t.fuse_unk;
-  model["byte_fallback"] = false;
-  if (t.ignore_merges) model["ignore_merges"] = true;
+  model["unk_token"] = m.unk_id() ? ordered_json(t.token_string[*m.unk_id()]) : ordered_json(nullptr);
+  model["continuing_subword_prefix"] =
+      m.continuing_subword_prefix().empty() ? ordered_json(nullptr) : ordered_json(m.continuing_subword_prefix());
+  model["end_of_word_suffix"] = m.end_of_word_suffix().empty() ? ordered_json(nullptr) : ordered_json(m.end_of_word_suffix());
+  model["fuse_unk"] = m.fuse_unk();
+  model["byte_fallback"] = m.byte_fallback();
+  if (m.ignore_merges()) model["ignore_merges"] = true;
   ordered_json vocab = ordered_json::object();
   {
     // Keys are unique: append to the underlying vector, skipping ordered_map's linear
@@ -393,10 +239,10 @@ std::string Tokenizer::to_json() const {
   // The "a b" form is what every version of Hugging Face tokenizers reads; it cannot
   // hold a token with a space, and then the ["a", "b"] form is written instead.
   bool spaced = false;
-  for (const auto& [a, b] : t.merges)
+  for (const auto& [a, b] : m.merges())
     spaced = spaced || t.token_string[a].find(' ') != std::string::npos || t.token_string[b].find(' ') != std::string::npos;
   ordered_json merges = ordered_json::array();
-  for (const auto& [a, b] : t.merges) {
+  for (const auto& [a, b] : m.merges()) {
     if (spaced) {
       merges.push_back(ordered_json::array({t.token_string[a], t.token_string[b]}));
     } else {

@@ -27,10 +27,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// The post-processor Hugging Face's GPT-2 tokenizer.json carries (offsets only).
-nlohmann::ordered_json gpt2_post_processor() {
-  return nlohmann::ordered_json{
-      {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
+// The pipeline of Hugging Face's GPT-2 tokenizer.json: ByteLevel everywhere (the
+// post-processor only touches offsets).
+void set_byte_level_pipeline(TokenizerSpec& spec, bool with_post_processor) {
+  spec.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  spec.decoder = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  if (with_post_processor)
+    spec.post_processor = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
 }
 
 bool has_gpt2_files(const fs::path& dir) {
@@ -89,10 +92,10 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     words >> a >> b;
     DL_CHECK(!a.empty() && !b.empty() && !(words >> extra), "%s: line %zu: expected two tokens separated by a space, got '%s'",
              vocab_bpe.c_str(), line_no, line.c_str());
-    spec.merges.emplace_back(std::move(a), std::move(b));
+    spec.model.merges.emplace_back(std::move(a), std::move(b));
     line_of_merge.push_back(line_no);
   }
-  spec.merge_where = [vocab_bpe, line_of_merge](size_t i) {
+  spec.model.merge_where = [vocab_bpe, line_of_merge](size_t i) {
     return strprintf("%s: line %zu", vocab_bpe.c_str(), line_of_merge[i]);
   };
 
@@ -106,9 +109,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
       spec.added_where.push_back(encoder_json + ": <|endoftext|>");
     }
   }
-  spec.pre_form = PreTokenizerForm::kByteLevel;
-  spec.add_prefix_space = false;
-  spec.post_processor = gpt2_post_processor();
+  set_byte_level_pipeline(spec, /*with_post_processor=*/true);
   return Tokenizer(build_tokenizer(std::move(spec)));
 }
 
@@ -116,14 +117,13 @@ Tokenizer Tokenizer::byte_level() {
   TokenizerSpec spec;
   spec.origin = "byte-level tokenizer";
   spec.vocab_where = spec.origin;
-  spec.merge_where = [](size_t i) { return strprintf("byte-level merge %zu", i); };
+  spec.model.merge_where = [](size_t i) { return strprintf("byte-level merge %zu", i); };
   for (int b = 0; b < 256; ++b) {
     std::string ch;
     utf8_append(ch, byte_level_char(static_cast<uint8_t>(b)));
     spec.vocab.emplace_back(std::move(ch), b);  // id == byte value
   }
-  spec.pre_form = PreTokenizerForm::kByteLevel;
-  spec.add_prefix_space = false;
+  set_byte_level_pipeline(spec, /*with_post_processor=*/false);
   return Tokenizer(build_tokenizer(std::move(spec)));
 }
 
@@ -135,8 +135,16 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   fs::path p(path);
   DL_CHECK(fs::exists(p, ec), "%s: no such file or directory", path.c_str());
-  if (!fs::is_directory(p, ec)) return from_file(path);
-  if (fs::is_regular_file(p / "tokenizer.json", ec)) return from_file((p / "tokenizer.json").string());
+  // tokenizer.json, with the tokenizer_config.json beside it when there is one.
+  auto with_config = [&](const fs::path& file) {
+    Tokenizer tok = from_file(file.string());
+    fs::path config = file.parent_path() / "tokenizer_config.json";
+    if (file.filename() == "tokenizer.json" && fs::is_regular_file(config, ec))
+      tok.apply_config(read_file(config.string()), config.string());
+    return tok;
+  };
+  if (!fs::is_directory(p, ec)) return with_config(p);
+  if (fs::is_regular_file(p / "tokenizer.json", ec)) return with_config(p / "tokenizer.json");
   if (has_gpt2_files(p)) return from_gpt2_files((p / "encoder.json").string(), (p / "vocab.bpe").string());
   throw_error(path + ": the directory has neither tokenizer.json nor encoder.json + vocab.bpe");
 }

@@ -1,5 +1,7 @@
 #include "distllm/tokenizer/utf8.h"
 
+#include <cstdio>
+
 namespace distllm {
 
 size_t utf8_first_invalid(std::string_view s) {
@@ -52,6 +54,21 @@ void utf8_append(std::string& out, uint32_t cp) {
     out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
+}
+
+std::string quote_for_message(std::string_view s) {
+  std::string out = "'";
+  for (unsigned char c : s.substr(0, 64)) {
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > 64) out += "...";
+  return out + "'";
 }
 
 }  // namespace distllm

@@ -60,6 +60,9 @@ size_t utf8_first_invalid(std::string_view s);
 // the same replacements a WHATWG TextDecoder (and Python's "replace") makes.
 std::string utf8_sanitize(std::string_view s);
 
+// s for an error message: in single quotes, at most 64 bytes, control bytes escaped.
+std::string quote_for_message(std::string_view s);
+
 // Appends the UTF-8 encoding of cp (which must be a Unicode scalar value).
 void utf8_append(std::string& out, uint32_t cp);
 

@@ -353,6 +353,7 @@ class Server {
       } catch (const TemplateError& e) {
         throw ApiError(400, std::string("the chat template rejected these messages: ") + e.what(), "messages");
       }
+      // The template wrote the BOS (if the model has one): nothing is added again.
       std::vector<int32_t> tokens = codec.encode(prompt);
       int len = static_cast<int>(tokens.size());
       int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens)
@@ -371,7 +372,9 @@ class Server {
       CompletionRequest r = parse_completion_request(body);
       check_model(r.model);
       for (const PromptInput& p : r.prompts) {
-        std::vector<int32_t> tokens = p.is_text ? codec.encode(p.text) : p.tokens;
+        // A text prompt gets what the tokenizer adds around a text (BOS for Llama);
+        // token ids are taken as they are.
+        std::vector<int32_t> tokens = p.is_text ? codec.encode_prompt(p.text) : p.tokens;
         int max_tokens = r.sampling.max_tokens ? static_cast<int>(*r.sampling.max_tokens) : 16;  // OpenAI's default
         auto more = make_generation_requests(r.sampling, tokens, max_tokens, r.logprobs);
         attach_grammar(r.sampling, more);
