@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The main job on built-in defaults (README command 1, after scripts/setup.sh):
-#   1. tokenize the fortunes corpus (Debian's `fortunes` package) with GPT-2's tokenizer
-#   2. train gpt2-tiny on this machine's cores for a few minutes, printing train and
-#      validation loss
-#   3. save a Hugging Face-layout model directory
+#   1. learn a small byte-level BPE vocabulary (VOCAB tokens) from the fortunes corpus
+#      (Debian's `fortunes` package) in a fraction of a second; with it a step of the
+#      small model takes less than half as long as with GPT-2's 50,257 tokens
+#   2. tokenize the corpus with it
+#   3. train gpt2-tiny on this machine's cores for a few minutes, printing train and
+#      validation loss, and save a Hugging Face-layout model directory
 #   4. print a few samples from it
-# Override with environment variables: STEPS, BATCH, SEQ, TIME_LIMIT (seconds), OUT.
+# Override with environment variables: VOCAB, STEPS, BATCH, SEQ, TIME_LIMIT (seconds), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/release/bin/distllm
 OUT=${OUT:-runs/quickstart}
+VOCAB=${VOCAB:-4096}
 STEPS=${STEPS:-200}
 BATCH=${BATCH:-8}
 SEQ=${SEQ:-128}
@@ -23,18 +26,23 @@ for f in /usr/share/games/fortunes/*; do
 done
 [ ${#corpus[@]} -gt 0 ] || { echo "quickstart: no fortunes corpus; install Debian's 'fortunes' package" >&2; exit 1; }
 
-echo "== 1/3 tokenizing ${#corpus[@]} fortune files with the GPT-2 tokenizer"
-"$BIN" data prepare --input "${corpus[@]}" --tokenizer gpt2 --doc-separator '\n%\n' \
+echo "== 1/4 learning a $VOCAB-token BPE vocabulary from ${#corpus[@]} fortune files"
+mkdir -p "$OUT"
+"$BIN" tokenizer train --input "${corpus[@]}" --vocab-size "$VOCAB" --out "$OUT/tokenizer.json"
+
+echo
+echo "== 2/4 tokenizing the fortune files with it"
+"$BIN" data prepare --input "${corpus[@]}" --tokenizer "$OUT/tokenizer.json" --doc-separator '\n%\n' \
     --val-fraction 0.02 --out "$OUT/data"
 
 echo
-echo "== 2/3 training gpt2-tiny ($STEPS steps of $BATCH x $SEQ tokens, at most ${TIME_LIMIT}s)"
+echo "== 3/4 training gpt2-tiny ($STEPS steps of $BATCH x $SEQ tokens, at most ${TIME_LIMIT}s)"
 "$BIN" train --data "$OUT/data" --preset gpt2-tiny --batch "$BATCH" --seq "$SEQ" \
     --steps "$STEPS" --lr 1e-3 --min-lr 1e-4 --warmup 20 --eval-every 25 --eval-batches 8 \
     --time-limit "$TIME_LIMIT" --log-every 5 --out "$OUT/model"
 
 echo
-echo "== 3/3 samples from $OUT/model"
+echo "== 4/4 samples from $OUT/model"
 for prompt in "The meaning of life is" "A computer scientist" "Q: Why did the chicken cross the road?"; do
   echo "--- prompt: $prompt"
   "$BIN" generate --model "$OUT/model" --prompt "$prompt" --max-tokens 40 --temperature 0.8 \
