@@ -12,19 +12,12 @@
 namespace distllm {
 namespace {
 
-class Llama final : public FamilyDef {
+class Llama final : public llama_like::Family {
  public:
   ModelFamily id() const override { return ModelFamily::kLlama; }
   const char* name() const override { return "llama"; }
   const char* hf_architecture() const override { return "LlamaForCausalLM"; }
 
-  BlockSpec block(const ModelConfig&) const override {
-    return {NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRotary, kernels::WeightLayout::kOutIn};
-  }
-
-  void normalize(ModelConfig& c) const override {
-    if (c.intermediate_size == 0) c.intermediate_size = llama_like::default_intermediate(c.n_embd);
-  }
   void validate(const ModelConfig& c) const override { llama_like::validate_rotary(c); }
 
   void from_hf_json(const nlohmann::json& j, ModelConfig& c, const std::string& origin) const override {
@@ -35,20 +28,11 @@ class Llama final : public FamilyDef {
   }
 
   nlohmann::json to_hf_json(const ModelConfig& c) const override {
-    nlohmann::json j;
-    j["model_type"] = "llama";
-    j["architectures"] = {hf_architecture()};
-    llama_like::write_shared_fields(c, j);
+    nlohmann::json j = shared_hf_json(c);
     j["attention_bias"] = c.qkv_bias;
     j["mlp_bias"] = c.mlp_bias;
     return j;
   }
-
-  std::vector<TensorSpec> embed_tensors(const ModelConfig& c) const override { return llama_like::embed_tensors(c); }
-  std::vector<TensorSpec> layer_tensors(const ModelConfig& c, int layer) const override {
-    return llama_like::layer_tensors(c, layer);
-  }
-  std::vector<TensorSpec> head_tensors(const ModelConfig& c) const override { return llama_like::head_tensors(c); }
 };
 
 }  // namespace

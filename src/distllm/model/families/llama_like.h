@@ -28,4 +28,33 @@ void write_shared_fields(const ModelConfig& c, nlohmann::json& j);
 int default_intermediate(int n_embd);
 void validate_rotary(const ModelConfig& c);
 
+// What every family of the lineage shares: its blocks (RMSNorm, SwiGLU, rotary
+// positions, [out, in] matrices), the default MLP width, the tensors above, and the
+// config.json fields every member writes. A family derives from it and says what is
+// its own (biases, q/k norms, fused tensors, the fields it refuses).
+class Family : public FamilyDef {
+ public:
+  BlockSpec block(const ModelConfig&) const override {
+    return {NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRotary, kernels::WeightLayout::kOutIn};
+  }
+  void normalize(ModelConfig& c) const override {
+    if (c.intermediate_size == 0) c.intermediate_size = default_intermediate(c.n_embd);
+  }
+  std::vector<TensorSpec> embed_tensors(const ModelConfig& c) const override { return llama_like::embed_tensors(c); }
+  std::vector<TensorSpec> layer_tensors(const ModelConfig& c, int layer) const override {
+    return llama_like::layer_tensors(c, layer);
+  }
+  std::vector<TensorSpec> head_tensors(const ModelConfig& c) const override { return llama_like::head_tensors(c); }
+
+ protected:
+  // model_type, architectures and the shared fields; the family adds its own.
+  nlohmann::json shared_hf_json(const ModelConfig& c) const {
+    nlohmann::json j;
+    j["model_type"] = name();
+    j["architectures"] = {hf_architecture()};
+    write_shared_fields(c, j);
+    return j;
+  }
+};
+
 }  // namespace distllm::llama_like

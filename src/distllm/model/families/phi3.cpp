@@ -20,19 +20,12 @@ namespace {
 using R = TensorRole;
 using S = TpSplit;
 
-class Phi3 final : public FamilyDef {
+class Phi3 final : public llama_like::Family {
  public:
   ModelFamily id() const override { return ModelFamily::kPhi3; }
   const char* name() const override { return "phi3"; }
   const char* hf_architecture() const override { return "Phi3ForCausalLM"; }
 
-  BlockSpec block(const ModelConfig&) const override {
-    return {NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRotary, kernels::WeightLayout::kOutIn};
-  }
-
-  void normalize(ModelConfig& c) const override {
-    if (c.intermediate_size == 0) c.intermediate_size = llama_like::default_intermediate(c.n_embd);
-  }
   void validate(const ModelConfig& c) const override {
     llama_like::validate_rotary(c);
     DL_CHECK(!c.qkv_bias && !c.attn_out_bias && !c.mlp_bias && !c.qk_norm, "phi3 has no biases and no q/k norms");
@@ -51,16 +44,11 @@ class Phi3 final : public FamilyDef {
   }
 
   nlohmann::json to_hf_json(const ModelConfig& c) const override {
-    nlohmann::json j;
-    j["model_type"] = "phi3";
-    j["architectures"] = {hf_architecture()};
-    llama_like::write_shared_fields(c, j);
+    nlohmann::json j = shared_hf_json(c);
     j["attention_bias"] = false;
     j["sliding_window"] = nullptr;
     return j;
   }
-
-  std::vector<TensorSpec> embed_tensors(const ModelConfig& c) const override { return llama_like::embed_tensors(c); }
 
   std::vector<TensorSpec> layer_tensors(const ModelConfig& c, int layer) const override {
     const int64_t C = c.n_embd, I = c.intermediate_size, A = c.attn_dim();
@@ -73,8 +61,6 @@ class Phi3 final : public FamilyDef {
             {p + "mlp.gate_up_proj.weight", {2 * I, C}, true, R::kMlpInWeight, S::kGateUpFused, 0},
             {p + "mlp.down_proj.weight", {C, I}, true, R::kMlpOutWeight, S::kMlpHidden, 1}};
   }
-
-  std::vector<TensorSpec> head_tensors(const ModelConfig& c) const override { return llama_like::head_tensors(c); }
 };
 
 }  // namespace

@@ -12,19 +12,15 @@
 namespace distllm {
 namespace {
 
-class Qwen2 final : public FamilyDef {
+class Qwen2 final : public llama_like::Family {
  public:
   ModelFamily id() const override { return ModelFamily::kQwen2; }
   const char* name() const override { return "qwen2"; }
   const char* hf_architecture() const override { return "Qwen2ForCausalLM"; }
 
-  BlockSpec block(const ModelConfig&) const override {
-    return {NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRotary, kernels::WeightLayout::kOutIn};
-  }
-
   void normalize(ModelConfig& c) const override {
     c.qkv_bias = true;
-    if (c.intermediate_size == 0) c.intermediate_size = llama_like::default_intermediate(c.n_embd);
+    Family::normalize(c);
   }
   void validate(const ModelConfig& c) const override {
     llama_like::validate_rotary(c);
@@ -40,19 +36,10 @@ class Qwen2 final : public FamilyDef {
   }
 
   nlohmann::json to_hf_json(const ModelConfig& c) const override {
-    nlohmann::json j;
-    j["model_type"] = "qwen2";
-    j["architectures"] = {hf_architecture()};
-    llama_like::write_shared_fields(c, j);
+    nlohmann::json j = shared_hf_json(c);
     j["use_sliding_window"] = false;
     return j;
   }
-
-  std::vector<TensorSpec> embed_tensors(const ModelConfig& c) const override { return llama_like::embed_tensors(c); }
-  std::vector<TensorSpec> layer_tensors(const ModelConfig& c, int layer) const override {
-    return llama_like::layer_tensors(c, layer);
-  }
-  std::vector<TensorSpec> head_tensors(const ModelConfig& c) const override { return llama_like::head_tensors(c); }
 };
 
 }  // namespace

@@ -12,21 +12,21 @@
 namespace distllm {
 namespace {
 
-class Qwen3 final : public FamilyDef {
+class Qwen3 final : public llama_like::Family {
  public:
   ModelFamily id() const override { return ModelFamily::kQwen3; }
   const char* name() const override { return "qwen3"; }
   const char* hf_architecture() const override { return "Qwen3ForCausalLM"; }
 
-  BlockSpec block(const ModelConfig&) const override {
-    BlockSpec b{NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRotary, kernels::WeightLayout::kOutIn};
+  BlockSpec block(const ModelConfig& c) const override {
+    BlockSpec b = Family::block(c);
     b.qk_norm = true;
     return b;
   }
 
   void normalize(ModelConfig& c) const override {
     c.qk_norm = true;
-    if (c.intermediate_size == 0) c.intermediate_size = llama_like::default_intermediate(c.n_embd);
+    Family::normalize(c);
   }
   void validate(const ModelConfig& c) const override {
     llama_like::validate_rotary(c);
@@ -42,20 +42,11 @@ class Qwen3 final : public FamilyDef {
   }
 
   nlohmann::json to_hf_json(const ModelConfig& c) const override {
-    nlohmann::json j;
-    j["model_type"] = "qwen3";
-    j["architectures"] = {hf_architecture()};
-    llama_like::write_shared_fields(c, j);
+    nlohmann::json j = shared_hf_json(c);
     j["attention_bias"] = c.qkv_bias;
     j["use_sliding_window"] = false;
     return j;
   }
-
-  std::vector<TensorSpec> embed_tensors(const ModelConfig& c) const override { return llama_like::embed_tensors(c); }
-  std::vector<TensorSpec> layer_tensors(const ModelConfig& c, int layer) const override {
-    return llama_like::layer_tensors(c, layer);
-  }
-  std::vector<TensorSpec> head_tensors(const ModelConfig& c) const override { return llama_like::head_tensors(c); }
 };
 
 }  // namespace
