@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "distllm/base/error.h"
 #include "distllm/io/file_util.h"
@@ -83,6 +82,15 @@ TEST_F(TorchBin, RealTorchSaveStateDictLoadsExactly) {
   DISTLLM_SKIP_WITHOUT_TORCH();
   ASSERT_EQ(testing::run_reference("torch_bin.py", "state " + path("s.bin") + " --torch"), 0);
   check_state(path("s.bin"));
+}
+
+TEST_F(TorchBin, RealTorchSaveOfAParameterLoads) {
+  DISTLLM_SKIP_WITHOUT_TORCH();
+  ASSERT_EQ(testing::run_reference("torch_bin.py", "param " + path("p.bin")), 0);
+  auto f = TorchCheckpointFile::open(path("p.bin"));
+  ASSERT_EQ(f.tensors().size(), 1u);
+  EXPECT_EQ(f.tensors()[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(f32_of(f, "p"), (std::vector<float>{0, 1, 2, 3, 4, 5}));
 }
 
 ModelConfig small_config(ModelFamily f) {
@@ -185,14 +193,26 @@ TEST_F(TorchBin, DamagedArchivesAndPicklesGiveClearErrors) {
 }
 
 TEST_F(TorchBin, ModelLoaderPrefersSafetensorsAndNamesBothFormatsWhenMissing) {
-  fs::create_directories(path("m"));
-  std::ofstream(path("m/config.json")) << R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 8,
-    "vocab_size": 16, "n_positions": 8})";
+  Transformer m(small_config(ModelFamily::kGpt2));
+  m.init_weights(5);
+  save_hf_model(m, path("m"));
+  write_file_atomic(path("m/pytorch_model.bin"), "not read: safetensors wins");
+  EXPECT_EQ(load_hf_model(path("m"))->params()[0], m.params()[0]);
+  fs::remove(path("m/model.safetensors"));
   try {
     load_hf_model(path("m"));
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pytorch_model.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pytorch_model.bin: not a zip archive"), std::string::npos) << e.what();
+  }
+  fs::remove(path("m/pytorch_model.bin"));
+  try {
+    load_hf_model(path("m"));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no model.safetensors, model.safetensors.index.json, pytorch_model.bin"),
+              std::string::npos)
+        << e.what();
   }
 }
 

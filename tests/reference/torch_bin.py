@@ -9,6 +9,7 @@ view) and its entries unaligned, which torch.save never does.
   torch_bin.py state OUT.bin [--torch|--zip64]   the state dict of torch_bin_test.cpp (--zip64:
                                                  its central directory rewritten in zip64 form,
                                                  as torch.save writes archives over 4 GiB)
+  torch_bin.py param OUT.bin                      {'p': an nn.Parameter} by torch.save (_rebuild_parameter)
   torch_bin.py model SRC DST [--shards N] [--torch]
                                                  SRC/model.safetensors (f32) -> DST/pytorch_model.bin
   torch_bin.py malicious OUT.bin KIND MARKER     a pickle whose global would create MARKER
@@ -266,6 +267,9 @@ def main(argv):
         (state_torch if use_torch else state_emulated)(argv[2])
         if "--zip64" in argv:
             to_zip64(argv[2])
+    elif cmd == "param":
+        import torch
+        torch.save({"p": torch.nn.Parameter(torch.arange(6, dtype=torch.float32).view(2, 3))}, argv[2])
     elif cmd == "model":
         model(argv[2], argv[3], shards, use_torch)
     elif cmd == "malicious":
