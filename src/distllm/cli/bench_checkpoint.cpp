@@ -4,6 +4,8 @@
 // write of an async save, and a load (checksums verified, then every rank reads
 // only its slices), each the slowest rank's time (MB/s of that rank's bytes for the
 // copy and the stall, of the whole checkpoint for the rest).
+// With --torch-bin DIR it instead compares loading one model's weights from
+// pytorch_model.bin (the restricted unpickler) and from a safetensors twin.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +21,8 @@
 #include "distllm/cli/world_command.h"
 #include "distllm/cli/model_flags.h"
 #include "distllm/comm/world.h"
+#include "distllm/io/file_util.h"
+#include "distllm/model/hf_checkpoint.h"
 #include "distllm/train/data_parallel.h"
 
 namespace distllm {
@@ -35,6 +39,48 @@ double slowest(comm::ProcessGroup* g, double seconds) {
   return seconds;
 }
 
+// Load time of DIR's pytorch_model.bin (or shards) against the same weights written
+// as safetensors (in their own dtype) to a temporary folder; medians of `repeats`.
+int bench_torch_bin(const std::string& dir, int repeats) {
+  namespace fs = std::filesystem;
+  // The .bin files alone (symlinked), so a directory shipping both formats is measured as pickle.
+  std::vector<fs::path> linked;
+  int bins = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool bin = name.rfind("pytorch_model", 0) == 0;
+    if (bin || name == "config.json") linked.push_back(fs::absolute(e.path()));
+    bins += bin;
+  }
+  DL_CHECK(bins > 0, "%s: no pytorch_model.bin (or pytorch_model.bin.index.json) to measure", dir.c_str());
+  char tmpl[] = "/var/tmp/distllm-bench-bin.XXXXXX";
+  DL_CHECK(mkdtemp(tmpl) != nullptr, "cannot create a folder in /var/tmp");
+  const std::string root = tmpl, pt = join_path(root, "bin"), st = join_path(root, "safetensors");
+  make_directories(pt);
+  for (const fs::path& p : linked) fs::create_symlink(p, join_path(pt, p.filename().string()));
+  SaveOptions save;
+  save.dtype = map_hf_model(pt)->storage_dtype();
+  if (save.dtype != DType::kF16 && save.dtype != DType::kBF16) save.dtype = DType::kF32;
+  save_hf_model(*load_hf_model(pt), st, save);
+  std::vector<double> pt_s, st_s;
+  int64_t bytes = 0;
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (auto [from, times] : {std::pair{&pt, &pt_s}, std::pair{&st, &st_s}}) {
+      Timer t;
+      auto model = load_hf_model(*from);
+      times->push_back(t.seconds());
+      bytes = model->size() * static_cast<int64_t>(dtype_size(save.dtype));
+    }
+  }
+  std::printf("load of %s (%.1f MB of %s weights into f32), medians of %d:\n", dir.c_str(), bytes / 1e6,
+              dtype_short_name(save.dtype), repeats);
+  std::printf("  %-34s %9.1f ms\n", "safetensors", median(st_s) * 1e3);
+  std::printf("  %-34s %9.1f ms\n", "pytorch_model.bin", median(pt_s) * 1e3);
+  std::printf("  pytorch_model.bin / safetensors = %.2f\n", median(pt_s) / median(st_s));
+  fs::remove_all(root);
+  return 0;
+}
+
 int run_bench_checkpoint_impl(Args& args, const comm::ProcessGroupPtr& world) {
   const int rank = world ? world->rank() : 0, n = world ? world->size() : 1;
   std::string dir = args.get_string("dir", "", "where to write checkpoints (default: a new folder in /var/tmp); "
@@ -44,8 +90,14 @@ int run_bench_checkpoint_impl(Args& args, const comm::ProcessGroupPtr& world) {
   pc.strategy = parse_strategy(args.get_string("strategy", n > 1 ? "zero3" : "none", "none | ddp | zero1 | zero2 | "
                                                                                       "zero3 | hsdp"));
   ModelConfig cfg = model_config_from_flags(args, "gpt2-124M", 0);
+  auto torch_bin = args.get_optional("torch-bin", "instead: a model directory with pytorch_model.bin; compare its "
+                                                  "load time with the same weights as safetensors");
   if (args.help_or_finish()) return 0;
   DL_CHECK(repeats >= 1, "--repeats must be >= 1");
+  if (torch_bin) {
+    DL_CHECK(n == 1, "--torch-bin measures one process; run it without mpirun");
+    return bench_torch_bin(*torch_bin, repeats);
+  }
   if (dir.empty()) {
     std::string made;
     if (rank == 0) {

@@ -13,6 +13,7 @@
 #include "distllm/base/memory_stats.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
+#include "distllm/io/torch_pickle.h"
 #include "distllm/model/family.h"
 #include "distllm/model/model_dir.h"
 
@@ -60,38 +61,60 @@ std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
   std::string config_path = join_path(dir, "config.json");
   const ParamLayout layout(cfg);
 
-  // Which files to read: the index's weight_map, or the single model.safetensors.
+  // Which files to read: the index's weight_map, or the single file. safetensors
+  // first; a directory that ships only PyTorch's pytorch_model.bin (or its shards)
+  // is read through the restricted unpickler (torch_pickle.h).
   std::vector<std::string> files;
   std::map<std::string, std::string> expected_file;  // tensor -> shard (from the index)
-  std::string index_path = join_path(dir, "model.safetensors.index.json");
-  if (file_exists(index_path)) {
-    ShardIndex index = parse_shard_index(read_file(index_path), index_path);
-    expected_file = index.weight_map;
-    files = index.files;
-    for (const auto& f : files)
-      DL_CHECK(file_exists(join_path(dir, f)), "%s: shard '%s' listed in the index is missing", index_path.c_str(),
-               f.c_str());
-  } else {
-    DL_CHECK(file_exists(join_path(dir, "model.safetensors")),
-             "%s: no model.safetensors or model.safetensors.index.json", dir.c_str());
-    files.push_back("model.safetensors");
+  std::string index_path;
+  for (const char* single : {"model.safetensors", "pytorch_model.bin"}) {
+    const std::string index_name = std::string(single) + ".index.json";
+    if (file_exists(join_path(dir, index_name))) {
+      index_path = join_path(dir, index_name);
+      ShardIndex index = parse_shard_index(read_file(index_path), index_path);
+      expected_file = index.weight_map;
+      files = index.files;
+      for (const auto& f : files)
+        DL_CHECK(file_exists(join_path(dir, f)), "%s: shard '%s' listed in the index is missing", index_path.c_str(),
+                 f.c_str());
+      break;
+    }
+    if (file_exists(join_path(dir, single))) {
+      files.push_back(single);
+      break;
+    }
   }
+  DL_CHECK(!files.empty(),
+           "%s: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json",
+           dir.c_str());
 
   // First pass, headers only: every tensor the config describes must be present
   // with its shape before the parameters are allocated, so a config that promises
   // more than the files hold fails here, not after gigabytes of zeros.
   struct Source {
-    const SafetensorsFile* file;
     const TensorInfo* info;
+    std::span<const uint8_t> bytes;
   };
-  std::vector<SafetensorsFile> opened;
-  opened.reserve(files.size());
+  struct Opened {  // one weight file of either format; the other is empty
+    std::vector<SafetensorsFile> safetensors;
+    std::vector<TorchCheckpointFile> torch;
+  };
+  Opened opened;
+  opened.safetensors.reserve(files.size());
+  opened.torch.reserve(files.size());
   std::vector<std::optional<Source>> source(layout.tensors().size());
   for (const auto& f : files) {
     std::string path = join_path(dir, f);
-    opened.push_back(SafetensorsFile::open(path));
-    const SafetensorsFile& st = opened.back();
-    for (const TensorInfo& info : st.tensors()) {
+    std::vector<Source> in_file;
+    if (f.size() > 4 && f.compare(f.size() - 4, 4, ".bin") == 0) {
+      const TorchCheckpointFile& pt = opened.torch.emplace_back(TorchCheckpointFile::open(path));
+      for (size_t i = 0; i < pt.tensors().size(); ++i) in_file.push_back({&pt.tensors()[i], pt.bytes(i)});
+    } else {
+      const SafetensorsFile& st = opened.safetensors.emplace_back(SafetensorsFile::open(path));
+      for (const TensorInfo& info : st.tensors()) in_file.push_back({&info, st.bytes(info)});
+    }
+    for (const Source& src : in_file) {
+      const TensorInfo& info = *src.info;
       std::string name = canonical_name(info.name, cfg);
       auto idx = layout.find(name);
       if (!idx) {
@@ -111,7 +134,7 @@ std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
       DL_CHECK(dtype_is_float(info.dtype), "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
                path.c_str(), info.name.c_str(), std::string(dtype_name(info.dtype)).c_str());
       DL_CHECK(!source[*idx], "%s: tensor '%s' appears more than once", path.c_str(), info.name.c_str());
-      source[*idx] = Source{&st, &info};
+      source[*idx] = src;
     }
   }
   for (size_t i = 0; i < source.size(); ++i)
@@ -126,14 +149,14 @@ std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
   // The tensors stay where the mapping has them. A tensor a file places off its
   // dtype's alignment (the format does not promise it) is copied, in its dtype.
   struct Mapped {
-    std::vector<SafetensorsFile> files;
+    Opened files;
     std::vector<AlignedBuffer<uint8_t>> copies;
   };
   auto mapped = std::make_shared<Mapped>();
   std::vector<TensorRef> refs(source.size());
   for (size_t i = 0; i < source.size(); ++i) {
     const TensorInfo& info = *source[i]->info;
-    std::span<const uint8_t> bytes = source[i]->file->bytes(info);
+    std::span<const uint8_t> bytes = source[i]->bytes;
     refs[i] = {bytes.data(), info.dtype};
     if (reinterpret_cast<uintptr_t>(bytes.data()) % dtype_size(info.dtype) != 0) {
       AlignedBuffer<uint8_t>& copy = mapped->copies.emplace_back();
@@ -142,10 +165,11 @@ std::shared_ptr<const ModelWeights> map_hf_model(const std::string& dir) {
       refs[i].data = copy.data();
     }
   }
-  mapped->files = std::move(opened);  // the vector's buffer moves: the mappings and infos stay put
+  mapped->files = std::move(opened);  // the vectors' buffers move: the mappings, infos and copies stay put
   const Mapped* held = mapped.get();
   auto weights = std::make_shared<const ModelWeights>(cfg, std::move(refs), std::move(mapped), [held] {
-    for (const SafetensorsFile& f : held->files) f.check_unchanged();
+    for (const SafetensorsFile& f : held->files.safetensors) f.check_unchanged();
+    for (const TorchCheckpointFile& f : held->files.torch) f.check_unchanged();
   });
   weights->check_finite(dir);
   weights->check_source();

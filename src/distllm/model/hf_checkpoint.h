@@ -1,6 +1,8 @@
 // Hugging Face model directories: config.json + model.safetensors (or shards
 // model-0000k-of-0000N.safetensors with model.safetensors.index.json) +
-// generation_config.json, plus whatever tokenizer files the caller adds.
+// generation_config.json, plus whatever tokenizer files the caller adds. Directories
+// that ship only PyTorch's pytorch_model.bin (or pytorch_model-0000k-of-0000N.bin
+// with pytorch_model.bin.index.json) are read too (io/torch_pickle.h).
 #pragma once
 
 #include <cstdint>
