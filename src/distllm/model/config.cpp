@@ -1,6 +1,7 @@
 #include "distllm/model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
@@ -50,10 +51,38 @@ void ModelConfig::validate() const {
   DL_CHECK(head_dim > 0, "head_dim must be positive, got %d", head_dim);
   DL_CHECK(norm_eps > 0.0f, "norm_eps must be positive, got %g", norm_eps);
   DL_CHECK(n_head % n_kv_head == 0, "n_kv_head (%d) must divide n_head (%d)", n_kv_head, n_head);
+  DL_CHECK(sliding_window >= 0, "sliding_window must be >= 0, got %d", sliding_window);
+  DL_CHECK(sliding_layers.empty() || static_cast<int>(sliding_layers.size()) == n_layer,
+           "the per-layer sliding-window list has %zu entries for %d layers", sliding_layers.size(), n_layer);
+  DL_CHECK(sliding_layers.empty() || sliding_window > 0, "a per-layer sliding-window list needs sliding_window > 0");
+  DL_CHECK(attn_logit_softcap >= 0.0f && std::isfinite(attn_logit_softcap),
+           "attention logit soft-capping must be >= 0, got %g", attn_logit_softcap);
+  DL_CHECK(final_logit_softcap >= 0.0f && std::isfinite(final_logit_softcap),
+           "final logit soft-capping must be >= 0, got %g", final_logit_softcap);
+  DL_CHECK(query_pre_attn_scalar >= 0.0f && std::isfinite(query_pre_attn_scalar),
+           "query_pre_attn_scalar must be >= 0, got %g", query_pre_attn_scalar);
+  DL_CHECK(rope_local_theta >= 0.0 && std::isfinite(rope_local_theta), "the local RoPE base must be >= 0, got %g",
+           rope_local_theta);
   family_def(family).validate(*this);
   // Row widths are int: the field bounds keep (n_head + 2 n_kv_head) * head_dim
   // below 2^24, but say so where it is relied on.
   static_assert(int64_t(3) * kMaxHeads * kMaxHeadDim < (int64_t(1) << 30));
+}
+
+bool ModelConfig::windowed(int layer) const {
+  if (sliding_window <= 0) return false;
+  return sliding_layers.empty() || sliding_layers[static_cast<size_t>(layer)];
+}
+
+ModelConfig::LayerAttention ModelConfig::layer_attention(int layer) const {
+  LayerAttention a;
+  // A window as long as the context changes nothing: it is left off, so such a
+  // layer runs exactly the causal kernels.
+  a.window = windowed(layer) && sliding_window < max_position ? sliding_window : 0;
+  a.softcap = attn_logit_softcap;
+  a.scale = 1.0f / std::sqrt(query_pre_attn_scalar > 0.0f ? query_pre_attn_scalar : static_cast<float>(head_dim));
+  a.local_rope = rope_local_theta > 0.0 && windowed(layer);
+  return a;
 }
 
 ModelConfig ModelConfig::preset(const std::string& name) {

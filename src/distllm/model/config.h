@@ -34,6 +34,17 @@ struct ModelConfig {
   bool attn_out_bias = false;  // a bias on the attention output (Llama's attention_bias)
   bool mlp_bias = false;     // biases on the MLP's linears (Llama's mlp_bias)
   bool qk_norm = false;      // RMSNorm of each head of q and k before RoPE (Qwen3)
+  // Attention variants (Mistral, Gemma 2/3); layer_attention() says what one layer uses.
+  int sliding_window = 0;    // a windowed layer's query sees the last sliding_window keys, itself included; 0: none
+  // Which layers are windowed when sliding_window > 0: empty, every layer (Mistral);
+  // else one entry per layer (Gemma's alternating local and global layers).
+  std::vector<bool> sliding_layers;
+  float attn_logit_softcap = 0.0f;   // attention scores s -> cap * tanh(s / cap); 0: none (Gemma 2)
+  float final_logit_softcap = 0.0f;  // the same on the output logits; 0: none (Gemma 2)
+  float query_pre_attn_scalar = 0.0f;  // scores are scaled by its 1/sqrt; 0: head_dim (Gemma)
+  // RoPE base of the windowed layers, which then use no rope_scaling (Gemma 3's
+  // rope_local_base_freq); 0: the same rotation as every other layer.
+  double rope_local_theta = 0.0;
 
   // Derived sizes (valid after normalize()).
   int attn_dim() const { return n_head * head_dim; }                     // width of q and attention output
@@ -44,6 +55,17 @@ struct ModelConfig {
   std::string family_name() const;  // the Hugging Face model_type
   // The family's block (family.h): norm, MLP, positions, matrix storage.
   BlockSpec block() const;
+
+  // What attention layer `layer` computes (the variant fields above, resolved).
+  struct LayerAttention {
+    int window = 0;            // keys a query sees, itself included; 0: all before it
+    float softcap = 0.0f;      // 0: none
+    float scale = 1.0f;        // multiplies q.k
+    bool local_rope = false;   // rotated with the local table (rope_local_theta)
+  };
+  LayerAttention layer_attention(int layer) const;
+  bool windowed(int layer) const;
+  bool has_window() const { return sliding_window > 0; }
 
   // Fills derived defaults (head_dim, and the family's: intermediate_size, gpt2's
   // n_kv_head) and then validates; throws distllm::Error naming the offending field.
