@@ -1,5 +1,5 @@
-"""Plain-PyTorch GPT-2 and the Llama lineage (Llama with rope_scaling and biases, Qwen2,
-Qwen3, Phi-3; no transformers package), written from the architecture descriptions and
+"""Plain-PyTorch GPT-2 and the Llama lineage (Llama with rope_scaling and biases, Mistral,
+Qwen2, Qwen3, Phi-3; no transformers package), written from the architecture descriptions and
 transformers' modeling code, used as the numerical reference for distllm.
 
 Parameters are a dict keyed by Hugging Face names with Hugging Face shapes.
@@ -41,16 +41,25 @@ class Config:
             self.o_bias = attention_bias and self.family != "qwen2"
             self.mlp_bias = j.get("mlp_bias", False)
             self.qk_norm = self.family == "qwen3"
+            # Mistral (and Phi-3-mini-4k): every layer sees the last sliding_window keys.
+            window = j.get("sliding_window") if self.family in ("mistral", "phi3") else None
+            self.window = window if window and window < self.max_pos else 0
 
 
-def _attention(q, k, v, n_rep):
-    # q: (B, H, T, D); k, v: (B, KV, T, D)
+def _attention(q, k, v, n_rep, scale=None, window=0, softcap=0.0):
+    """q: (B, H, T, D); k, v: (B, KV, T, D). Causal; with `window` a query at i sees
+    keys j with i - j < window (transformers' sliding-window mask); `softcap` maps the
+    scaled scores s to softcap * tanh(s / softcap) before the mask (Gemma 2)."""
     if n_rep > 1:
         k = k.repeat_interleave(n_rep, dim=1)
         v = v.repeat_interleave(n_rep, dim=1)
     T = q.shape[2]
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    att = (q @ k.transpose(-2, -1)) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    if softcap:
+        att = torch.tanh(att / softcap) * softcap
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    if window:
+        mask = mask & ~torch.ones(T, T, dtype=torch.bool).tril(-window)
     att = att.masked_fill(~mask, float("-inf"))
     return F.softmax(att, dim=-1) @ v
 
@@ -167,7 +176,7 @@ def forward(cfg, p, idx):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        y = _attention(q, k, v, cfg.H // cfg.KV).transpose(1, 2).reshape(B, T, cfg.H * cfg.D)
+        y = _attention(q, k, v, cfg.H // cfg.KV, window=cfg.window).transpose(1, 2).reshape(B, T, cfg.H * cfg.D)
         x = x + _linear(y, p, pre + "self_attn.o_proj", cfg.o_bias)
         h = _rms_norm(x, p[pre + "post_attention_layernorm.weight"], cfg.eps)
         if cfg.family == "phi3":  # one gate_up_proj, chunked in two: gate first (Phi3MLP)
