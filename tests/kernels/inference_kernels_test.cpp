@@ -465,16 +465,87 @@ TEST_P(PagedAttention, Int8KvMatchesDequantizedValues) {
             1e-6);
 }
 
+// A sliding window and soft-capped scores against the naive attention, on both
+// ISAs; and the blocks wholly before every row's window are never read: pointing
+// them at a block of NaNs (as if freed and reused) changes no bit.
+TEST_P(PagedAttention, WindowAndSoftcapMatchNaiveAndSkipBlocksBeforeTheWindow) {
+  PagedSetup s(GetParam());
+  const int rows = 5, first = 17;  // positions 17..21
+  auto q = random_vector(rows * s.H * s.D, 12);
+  for (float& x : q) x *= 4.0f;  // large scores: the soft-cap bends them
+  for (int window : {1, 3, 6, 9, 30})
+    for (float softcap : {0.0f, 1.5f}) {
+      SCOPED_TRACE(::testing::Message() << "window " << window << " softcap " << softcap);
+      PagedKv kv = s.kv;
+      kv.window = window, kv.softcap = softcap;
+      std::vector<float> out(q.size());
+      PagedQuery pq{q.data(), s.H * s.D, out.data(), s.H * s.D, rows, first, s.table.data()};
+      paged_attention(kv, {pq});
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < s.H; ++h) {
+          const int g = h / (s.H / s.KV), ctx = first + r + 1, lo = std::max(0, ctx - window);
+          std::vector<double> p(ctx);
+          double mx = -1e300, sum = 0;
+          for (int j = lo; j < ctx; ++j) {
+            double d = 0;
+            for (int e = 0; e < s.D; ++e) d += q[(r * s.H + h) * s.D + e] * s.row(s.k, j, g)[e];
+            p[j] = d * s.kv.scale;
+            if (softcap > 0) p[j] = softcap * std::tanh(p[j] / softcap);
+            mx = std::max(mx, p[j]);
+          }
+          for (int j = lo; j < ctx; ++j) sum += (p[j] = std::exp(p[j] - mx));
+          for (int e = 0; e < s.D; ++e) {
+            double o = 0;
+            for (int j = lo; j < ctx; ++j) o += p[j] / sum * s.row(s.v, j, g)[e];
+            EXPECT_NEAR(out[(r * s.H + h) * s.D + e], o, 2e-5);
+          }
+        }
+      // Blocks that end before the first row's window starts: freed.
+      PagedSetup freed(GetParam());
+      const int first_key = kv.first_key(first);
+      const int spare = 1;  // a block no position of the table uses
+      for (int i = 0; i < freed.bs * freed.KV * freed.D; ++i)
+        freed.k[spare * freed.bs * freed.KV * freed.D + i] = freed.v[spare * freed.bs * freed.KV * freed.D + i] = NAN;
+      int n_freed = 0;
+      for (int b = 0; (b + 1) * s.bs <= first_key; ++b) freed.table[b] = spare, ++n_freed;
+      if (window <= 9) {
+        EXPECT_GT(n_freed, 0);
+      }
+      PagedKv kv_freed = kv;
+      kv_freed.k = freed.k.data(), kv_freed.v = freed.v.data();
+      std::vector<float> out_freed(q.size());
+      PagedQuery pf{q.data(), s.H * s.D, out_freed.data(), s.H * s.D, rows, first, freed.table.data()};
+      paged_attention(kv_freed, {pf});
+      EXPECT_EQ(std::memcmp(out.data(), out_freed.data(), out.size() * sizeof(float)), 0);
+      if (!cpu_has_avx2()) continue;
+      std::vector<float> o1(q.size()), o2(q.size()), scratch(64 * 6);
+      PagedQuery a{q.data(), s.H * s.D, o1.data(), s.H * s.D, rows, first, s.table.data()};
+      PagedQuery b{q.data(), s.H * s.D, o2.data(), s.H * s.D, rows, first, s.table.data()};
+      for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < s.KV; ++g) {
+          avx2::paged_attention_unit(kv, a, r, 1, g, g + 1, scratch.data());
+          scalar::paged_attention_unit(kv, b, r, 1, g, g + 1, scratch.data());
+        }
+      EXPECT_LT(rel_error(o1, o2), 1e-5);
+    }
+}
+
 // Units of several rows (paged_attention computes prefill chunks in units of 4)
 // give each row the bits a one-row unit gives it, for every K/V dtype and however
-// many keys the rows share; a 22-row query through paged_attention (grouped) gives
-// each row the bits it gets alone.
+// many keys the rows share, with and without a sliding window (the rows' windows
+// start at different keys) and soft-capping; a 22-row query through
+// paged_attention (grouped) gives each row the bits it gets alone.
 TEST_P(PagedAttention, MultiRowUnitsGiveEachRowItsOneRowBits) {
   PagedSetup s(GetParam());
   const StoredPools bf16_pools(s, DType::kBF16), int8_pools(s, DType::kI8);
-  const PagedKv &bf = bf16_pools.stored, &q8 = int8_pools.stored;
   const PagedQueries qs(s, 22, 2, 18);  // positions 2..23: every key of the table
-  for (const PagedKv* kv : std::initializer_list<const PagedKv*>{&s.kv, &bf, &q8}) {
+  struct Variant { int window; float softcap; };
+  for (Variant variant : {Variant{0, 0.0f}, Variant{1, 0.0f}, Variant{3, 0.0f}, Variant{6, 2.0f}, Variant{9, 0.0f},
+                          Variant{17, 0.0f}}) {
+  SCOPED_TRACE(::testing::Message() << "window " << variant.window << " softcap " << variant.softcap);
+  PagedKv f32 = s.kv, bf = bf16_pools.stored, q8 = int8_pools.stored;
+  for (PagedKv* kv : {&f32, &bf, &q8}) kv->window = variant.window, kv->softcap = variant.softcap;
+  for (const PagedKv* kv : std::initializer_list<const PagedKv*>{&f32, &bf, &q8}) {
     std::vector<std::pair<const char*, decltype(&scalar::paged_attention_unit)>> units = {
         {"scalar", scalar::paged_attention_unit}};
     if (cpu_has_avx2()) units.push_back({"avx2", avx2::paged_attention_unit});
@@ -491,6 +562,7 @@ TEST_P(PagedAttention, MultiRowUnitsGiveEachRowItsOneRowBits) {
     }
     const std::vector<float> full = qs.run(*kv);
     for (int r : {0, 5, 13, 21}) qs.expect_row_alone_identical(*kv, full, r);
+  }
   }
 }
 

@@ -2,7 +2,9 @@
 // end-to-end model is additionally checked against PyTorch (tests/model).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "distllm/base/error.h"
@@ -105,10 +107,15 @@ TEST_P(KernelRef, MatmulStrided) {
   }
 }
 
-// Naive causal GQA attention in double, forward and backward.
+// Naive causal GQA attention in double, forward and backward; the query at i sits
+// `offset` positions after key i (Tk - Tq by default), optionally over a sliding
+// window and with soft-capped scores.
 struct NaiveAttention {
   int B, H, KV, D, Tq, Tk;
   std::vector<double> out, dq, dk, dv;
+  int window = 0;
+  double softcap = 0;
+  int offset = -1;
   void run(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
            const std::vector<float>& dout, double scale) {
     out.assign(B * Tq * H * D, 0);
@@ -120,37 +127,39 @@ struct NaiveAttention {
       for (int h = 0; h < H; ++h) {
         int g = h / group;
         for (int i = 0; i < Tq; ++i) {
-          int vis = Tk - Tq + i + 1;
+          const int pos = (offset >= 0 ? offset : Tk - Tq) + i;
+          const int vis = std::clamp(pos + 1, 0, Tk), lo = window > 0 ? std::clamp(pos - window + 1, 0, vis) : 0;
           auto Q = [&](int d) { return q[((b * Tq + i) * H + h) * D + d]; };
           auto Kk = [&](int j, int d) { return k[((b * Tk + j) * KV + g) * D + d]; };
           auto V = [&](int j, int d) { return v[((b * Tk + j) * KV + g) * D + d]; };
-          std::vector<double> s(vis), p(vis);
+          std::vector<double> s(vis), p(vis), t(vis);
           double mx = -1e300;
-          for (int j = 0; j < vis; ++j) {
+          for (int j = lo; j < vis; ++j) {
             double acc = 0;
             for (int d = 0; d < D; ++d) acc += Q(d) * Kk(j, d);
             s[j] = acc * scale;
+            if (softcap > 0) s[j] = softcap * (t[j] = std::tanh(s[j] / softcap));
             mx = std::max(mx, s[j]);
           }
           double sum = 0;
-          for (int j = 0; j < vis; ++j) sum += (p[j] = std::exp(s[j] - mx));
-          for (int j = 0; j < vis; ++j) p[j] /= sum;
+          for (int j = lo; j < vis; ++j) sum += (p[j] = std::exp(s[j] - mx));
+          for (int j = lo; j < vis; ++j) p[j] /= sum;
           double* o = &out[((b * Tq + i) * H + h) * D];
-          for (int j = 0; j < vis; ++j)
+          for (int j = lo; j < vis; ++j)
             for (int d = 0; d < D; ++d) o[d] += p[j] * V(j, d);
           if (dout.empty()) continue;
           const float* dO = &dout[((b * Tq + i) * H + h) * D];
           std::vector<double> dp(vis);
           double di = 0;
           for (int d = 0; d < D; ++d) di += dO[d] * o[d];
-          for (int j = 0; j < vis; ++j) {
+          for (int j = lo; j < vis; ++j) {
             for (int d = 0; d < D; ++d) {
               dp[j] += dO[d] * V(j, d);
               dv[((b * Tk + j) * KV + g) * D + d] += p[j] * dO[d];
             }
           }
-          for (int j = 0; j < vis; ++j) {
-            double ds = p[j] * (dp[j] - di) * scale;
+          for (int j = lo; j < vis; ++j) {
+            double ds = p[j] * (dp[j] - di) * scale * (softcap > 0 ? 1 - t[j] * t[j] : 1.0);
             for (int d = 0; d < D; ++d) {
               dq[((b * Tq + i) * H + h) * D + d] += ds * Kk(j, d);
               dk[((b * Tk + j) * KV + g) * D + d] += ds * Q(d);
@@ -212,6 +221,97 @@ TEST_P(KernelRef, AttentionMatchesNaive) {
     EXPECT_LT(rel_error_d(dk, ref.dk), 1e-4);
     EXPECT_LT(rel_error_d(dv, ref.dv), 1e-4);
   }
+}
+
+// Sliding windows (Mistral, Gemma's local layers) and soft-capped scores (Gemma 2),
+// alone and together, forward and backward, against the naive attention: windows
+// of one key, shorter than a tile, across tiles and longer than the sequence.
+TEST_P(KernelRef, AttentionWindowAndSoftcapMatchNaive) {
+  struct Case { int B, H, KV, D, T, window; float softcap; };
+  for (Case c : {Case{2, 4, 2, 8, 70, 1, 0}, Case{1, 3, 1, 5, 130, 5, 0}, Case{2, 6, 2, 16, 150, 64, 0},
+                 Case{1, 2, 2, 8, 40, 100, 0}, Case{2, 4, 4, 8, 65, 0, 2.0f}, Case{1, 4, 2, 16, 140, 33, 1.5f}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " window=" << c.window << " softcap=" << c.softcap);
+    // Large scores, so the soft-cap bends them (tanh well away from linear).
+    auto q = random_vector(c.B * c.T * c.H * c.D, 40), k = random_vector(c.B * c.T * c.KV * c.D, 41);
+    for (float& x : q) x *= 4.0f;
+    auto v = random_vector(c.B * c.T * c.KV * c.D, 42), dout = random_vector(c.B * c.T * c.H * c.D, 43);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+    std::vector<float> out(q.size()), lse(c.B * c.H * c.T);
+    AttentionArgs a;
+    a.batch = c.B, a.n_head = c.H, a.n_kv_head = c.KV, a.head_dim = c.D;
+    a.q_len = a.kv_len = c.T;
+    a.scale = scale, a.window = c.window, a.softcap = c.softcap;
+    a.q = q.data(), a.q_row_stride = c.H * c.D, a.q_batch_stride = static_cast<int64_t>(c.T) * c.H * c.D;
+    a.k = k.data(), a.v = v.data(), a.kv_row_stride = c.KV * c.D;
+    a.kv_batch_stride = static_cast<int64_t>(c.T) * c.KV * c.D;
+    a.out = out.data(), a.out_row_stride = a.q_row_stride, a.out_batch_stride = a.q_batch_stride;
+    a.lse = lse.data();
+    attention_forward(a);
+    NaiveAttention ref{c.B, c.H, c.KV, c.D, c.T, c.T, {}, {}, {}, {}};
+    ref.window = c.window, ref.softcap = c.softcap;
+    ref.run(q, k, v, dout, scale);
+    EXPECT_LT(rel_error_d(out, ref.out), 1e-5);
+    std::vector<float> dq(q.size()), dk(k.size(), 7.0f), dv(v.size(), 7.0f);
+    attention_backward(a, AttentionGrads{dq.data(), dk.data(), dv.data(), dout.data()});
+    if (c.window == 1) {
+      // One key per query: the softmax is constant, dq and dk are zero up to the
+      // rounding of exp(s - lse) next to 1 (measured below 1e-6).
+      for (float x : dq) EXPECT_LT(std::fabs(x), 1e-5f);
+      for (float x : dk) EXPECT_LT(std::fabs(x), 1e-5f);
+    } else {
+      EXPECT_LT(rel_error_d(dq, ref.dq), 1e-4);
+      EXPECT_LT(rel_error_d(dk, ref.dk), 1e-4);
+    }
+    EXPECT_LT(rel_error_d(dv, ref.dv), 1e-4);
+    // The window is honoured: moving a key the window excludes changes nothing
+    // (rows from `window` on), and moves the rows that see it (row 1).
+    if (c.window > 1 && c.window < c.T) {
+      std::vector<float> k2 = k, out2(q.size());
+      for (int d = 0; d < c.KV * c.D; ++d) k2[d] += 5.0f;  // key 0 of sequence 0
+      a.k = k2.data(), a.out = out2.data();
+      attention_forward(a);
+      const int64_t row = static_cast<int64_t>(c.H) * c.D;
+      EXPECT_EQ(std::memcmp(out.data() + c.window * row, out2.data() + c.window * row,
+                            sizeof(float) * (c.T - c.window) * row), 0);
+      EXPECT_NE(std::memcmp(out.data() + row, out2.data() + row, sizeof(float) * row), 0);
+    }
+  }
+}
+
+// A block of keys that lies before a query chunk (ring attention's view: the
+// queries sit `query_offset` positions after the block's first key): rows whose
+// window ends before the block see nothing (out 0, lse -inf, no gradient), the
+// others their part of the window.
+TEST_P(KernelRef, AttentionWindowOverAnEarlierBlockOfKeys) {
+  const int H = 2, KV = 1, D = 8, C = 20, window = 30, offset = 25;  // row r sees keys [r - 4, 19]
+  auto q = random_vector(C * H * D, 50), k = random_vector(C * KV * D, 51), v = random_vector(C * KV * D, 52);
+  auto dout = random_vector(C * H * D, 53);
+  std::vector<float> out(q.size()), lse(H * C);
+  AttentionArgs a;
+  a.n_head = H, a.n_kv_head = KV, a.head_dim = D, a.q_len = a.kv_len = C, a.query_offset = offset;
+  a.scale = 0.35f, a.window = window;
+  a.q = q.data(), a.q_row_stride = H * D, a.k = k.data(), a.v = v.data(), a.kv_row_stride = KV * D;
+  a.out = out.data(), a.out_row_stride = H * D, a.lse = lse.data();
+  attention_forward(a);
+  NaiveAttention ref{1, H, KV, D, C, C, {}, {}, {}, {}};
+  ref.window = window, ref.offset = offset;
+  ref.run(q, k, v, dout, 0.35);
+  EXPECT_LT(rel_error_d(out, ref.out), 1e-5);
+  // Rows 24.. see keys from 20 on: none of this block.
+  for (int r = 0; r < C; ++r)
+    for (int h = 0; h < H; ++h) {
+      if (r >= 24) {
+        EXPECT_EQ(lse[h * C + r], -INFINITY) << r;
+        for (int d = 0; d < D; ++d) EXPECT_EQ(out[(r * H + h) * D + d], 0.0f);
+      } else {
+        EXPECT_TRUE(std::isfinite(lse[h * C + r])) << r;
+      }
+    }
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  attention_backward(a, AttentionGrads{dq.data(), dk.data(), dv.data(), dout.data()});
+  EXPECT_LT(rel_error_d(dq, ref.dq), 1e-4);
+  EXPECT_LT(rel_error_d(dk, ref.dk), 1e-4);
+  EXPECT_LT(rel_error_d(dv, ref.dv), 1e-4);
 }
 
 TEST_P(KernelRef, AttentionQueriesAtEndOfCache) {

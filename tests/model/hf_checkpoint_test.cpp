@@ -123,7 +123,8 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
   for (Variant v : {Variant{"gpt2", ""}, Variant{"gpt2", "--bf16 --shards 3 --no-prefix"}, Variant{"llama", ""},
                     Variant{"llama", "--bf16"}, Variant{"llama", "--shards 2"}, Variant{"llama31", "--bf16"},
                     Variant{"qwen2", ""}, Variant{"qwen2", "--bf16 --shards 2"}, Variant{"qwen3", ""},
-                    Variant{"qwen3", "--bf16"}, Variant{"phi3", ""}, Variant{"phi3", "--bf16 --shards 2"}}) {
+                    Variant{"qwen3", "--bf16"}, Variant{"phi3", ""}, Variant{"phi3", "--bf16 --shards 2"},
+                    Variant{"mistral", ""}, Variant{"mistral", "--bf16 --shards 2"}}) {
     SCOPED_TRACE(std::string(v.family) + " " + v.flags);
     std::string d = join_path(dir_, "theirs");
     ASSERT_EQ(testing::run_reference("hf_roundtrip.py", "make " + d + " " + v.family + " " + v.flags), 0);
@@ -275,25 +276,49 @@ TEST_F(HfDir, AbsurdConfigSizesAreRefusedBeforeAllocating) {
   }
 }
 
-// Phi-3-mini-4k's window (2047 of 4096 positions) needs sliding-window attention:
-// refused by name; Phi-3.5-mini's (262144 of 131072) is no window at all.
-TEST(ModelConfig, Phi3SlidingWindowShorterThanTheContextIsRefused) {
+// Phi-3-mini-4k's window (2047 of 4096 positions) windows every layer, and writes
+// back; Phi-3.5-mini's (262144 of 131072) is no window at all, nor is null.
+TEST(ModelConfig, Phi3SlidingWindowShorterThanTheContextWindowsEveryLayer) {
   nlohmann::json j = {{"model_type", "phi3"}, {"vocab_size", 320}, {"hidden_size", 48}, {"num_hidden_layers", 2},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"intermediate_size", 64},
                       {"max_position_embeddings", 4096}, {"sliding_window", 2047}, {"rope_scaling", nullptr}};
+  ModelConfig c = ModelConfig::from_hf_json(j, "config.json");
+  EXPECT_EQ(c.sliding_window, 2047);
+  for (int l = 0; l < 2; ++l) EXPECT_EQ(c.layer_attention(l).window, 2047);
+  EXPECT_EQ(c.to_hf_json()["sliding_window"], 2047);
+  EXPECT_EQ(ModelConfig::from_hf_json(c.to_hf_json(), "again").sliding_window, 2047);
+  j["sliding_window"] = 262144;
+  j["max_position_embeddings"] = 131072;
+  c = ModelConfig::from_hf_json(j, "config.json");
+  EXPECT_EQ(c.family, ModelFamily::kPhi3);
+  EXPECT_EQ(c.layer_attention(0).window, 0);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_hf_json(j, "config.json").max_position, 131072);
+}
+
+// Mistral: sliding_window (v0.1's 4096 of 32768) windows every layer; null (v0.2
+// on) none; a bias is refused by name.
+TEST(ModelConfig, MistralSlidingWindowAndRefusedFields) {
+  nlohmann::json j = {{"model_type", "mistral"}, {"vocab_size", 32000}, {"hidden_size", 64}, {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 96},
+                      {"max_position_embeddings", 32768}, {"sliding_window", 4096}, {"rope_theta", 10000.0}};
+  ModelConfig c = ModelConfig::from_hf_json(j, "config.json");
+  EXPECT_EQ(c.family, ModelFamily::kMistral);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(c.layer_attention(l).window, 4096);
+  EXPECT_EQ(ModelConfig::from_hf_json(c.to_hf_json(), "again").sliding_window, 4096);
+  j["sliding_window"] = nullptr;
+  c = ModelConfig::from_hf_json(j, "config.json");
+  EXPECT_EQ(c.layer_attention(0).window, 0);
+  EXPECT_TRUE(c.to_hf_json()["sliding_window"].is_null());
+  j["attention_bias"] = true;
   try {
     ModelConfig::from_hf_json(j, "config.json");
-    FAIL() << "a 2047-token window over 4096 positions was accepted";
+    FAIL() << "attention_bias was accepted for mistral";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("config.json: sliding_window 2047 is shorter than the context"),
+    EXPECT_NE(std::string(e.what()).find("config.json: attention_bias is not supported for mistral"),
               std::string::npos)
         << e.what();
   }
-  j["sliding_window"] = 262144;
-  j["max_position_embeddings"] = 131072;
-  EXPECT_EQ(ModelConfig::from_hf_json(j, "config.json").family, ModelFamily::kPhi3);
-  j["sliding_window"] = nullptr;
-  EXPECT_EQ(ModelConfig::from_hf_json(j, "config.json").max_position, 131072);
 }
 
 TEST(ModelConfig, ParameterCountMatchesTheLayoutAndBoundsHold) {

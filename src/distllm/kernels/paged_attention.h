@@ -19,6 +19,8 @@
 // on its own. All of it is per token, so batch invariance holds as for f32.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -37,10 +39,18 @@ struct PagedKv {
   int n_kv_head = 1;
   int head_dim = 1;
   float scale = 1.0f;
+  // Sliding window: a query at position p sees keys p - window < j <= p only (the
+  // blocks before may have been freed and reused). 0: every key before it.
+  int window = 0;
+  // Soft-capping: a scaled score s becomes softcap * tanh(s / softcap). 0: none.
+  float softcap = 0.0f;
+
+  // The first key a query at position `pos` sees.
+  int first_key(int pos) const { return window > 0 ? std::max(0, pos + 1 - window) : 0; }
 };
 
 // One sequence's queries: row r sits at position first_pos + r and sees keys
-// [0, first_pos + r].
+// [kv.first_key(first_pos + r), first_pos + r].
 struct PagedQuery {
   const float* q = nullptr;  // rows of n_head * head_dim, stride q_row_stride
   int64_t q_row_stride = 0;
@@ -71,6 +81,12 @@ inline float kv_scale(const T* slice, int head_dim) {
   } else {
     return 1.0f;
   }
+}
+
+// Soft-capping of scores [0, n) in place (PagedKv::softcap > 0).
+inline void softcap_scores(float* s, int n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
 }
 
 // A query of this many rows or more is a prefill chunk: its rows read keys they

@@ -89,8 +89,11 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int
   constexpr bool scaled = std::is_same_v<T, int8_t>;
   const int rep = kv.n_head / kv.n_kv_head;
   const int heads = (g1 - g0) * rep;
-  auto ctx_of = [&](int r) { return q.first_pos + row + r + 1; };  // keys row r sees
-  const int ctx_all = ctx_of(0), ctx_max = ctx_of(n_rows - 1);     // seen by every row / the last
+  // Row r sees keys [lo_of(r), ctx_of(r)); both grow with r.
+  auto ctx_of = [&](int r) { return q.first_pos + row + r + 1; };
+  auto lo_of = [&](int r) { return kv.first_key(q.first_pos + row + r); };
+  const int ctx_all = ctx_of(0), ctx_max = ctx_of(n_rows - 1);  // the first row's end / the last's
+  const int lo_first = lo_of(0), lo_last = lo_of(n_rows - 1);
   // Row r's scores for its unit head h: a row of ctx_max floats.
   auto score_row = [&](int r, int h) { return scores + (static_cast<int64_t>(r) * heads + h) * ctx_max; };
   // A key's K or V row from the unit's first head on: head g's slice is (g - g0)
@@ -124,7 +127,8 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int
   auto stream_row = [&](int jp) -> const uint8_t* {
     if (!streaming) return nullptr;
     if (jp < ctx_all) return key_row(kv.k, jp);
-    return jp - ctx_all < ctx_all ? key_row(kv.v, jp - ctx_all) : nullptr;
+    const int v = lo_first + (jp - ctx_all);
+    return v < ctx_all ? key_row(kv.v, v) : nullptr;
   };
   // Per head, next to that head's own reads: a whole key row (12 heads, 24 lines
   // at bf16) asked for at once overflowed the line-fill buffers and stalled the
@@ -195,9 +199,9 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int
   auto weigh_values = [&](int j0, int j1, int r0, int r1) __attribute__((always_inline)) {
     const uint8_t* rows[kKeysPerRun];
     const uint8_t* ahead[kKeysPerRun];
-    const int ctx = ctx_all;  // the stream's V part starts after the K rows (one-row units only)
+    // The stream's V part starts after the K rows (one-row units only).
     for (int jj = j0; jj < j1; ++jj)
-      rows[jj - j0] = key_row(kv.v, jj), ahead[jj - j0] = stream_row(ctx + jj + kPrefetchKeys);
+      rows[jj - j0] = key_row(kv.v, jj), ahead[jj - j0] = stream_row(ctx_all + (jj - lo_first) + kPrefetchKeys);
     for (int g = g0; g < g1; ++g) {
       for (int jj = j0; jj < j1; ++jj) prefetch_head(ahead[jj - j0], g);
       for (int i = 0; i < rep; ++i) {
@@ -218,25 +222,53 @@ void unit_fixed(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int
     }
   };
 
-  // Scores: the quartets every row has, once for all rows; then each row's own.
-  const int shared_quartets_end = ctx_all / 4 * 4;
-  for (int j = 0; j < shared_quartets_end; j += 4) score_quartet(j, 0, n_rows);
+  // Scores. A row takes its keys four at a time from the first multiple of four
+  // in its range to the last, one by one before and after (a one-row unit's
+  // schedule, so the bits do not depend on the unit). The quartets every row has
+  // are computed once for all rows, then each row's own.
+  auto quartets_of = [&](int r) {  // [first, end) of row r's quartets; empty: first == end
+    const int first = (lo_of(r) + 3) / 4 * 4, end = ctx_of(r) / 4 * 4;
+    return first < end ? std::pair{first, end} : std::pair{ctx_of(r), ctx_of(r)};
+  };
+  int shared_begin = 0, shared_end = 0;  // the quartets every row has
+  {
+    const auto first = quartets_of(0), last = quartets_of(n_rows - 1);
+    if (first.first < first.second && last.first < last.second && last.first < first.second)
+      shared_begin = last.first, shared_end = first.second;
+  }
+  for (int j = shared_begin; j < shared_end; j += 4) score_quartet(j, 0, n_rows);
   for (int r = 0; r < n_rows; ++r) {
-    int j = shared_quartets_end;
-    for (; j + 4 <= ctx_of(r); j += 4) score_quartet(j, r, r + 1);
-    for (; j < ctx_of(r); ++j) score_one(j, r);
+    const auto [qa, qb] = quartets_of(r);
+    for (int j = lo_of(r); j < qa; ++j) score_one(j, r);
+    if (shared_begin < shared_end) {  // qa <= shared_begin and shared_end <= qb
+      for (int j = qa; j < shared_begin; j += 4) score_quartet(j, r, r + 1);
+      for (int j = shared_end; j < qb; j += 4) score_quartet(j, r, r + 1);
+    } else {
+      for (int j = qa; j < qb; j += 4) score_quartet(j, r, r + 1);
+    }
+    for (int j = qb; j < ctx_of(r); ++j) score_one(j, r);
   }
   // Softmax numerators in place; the normaliser is applied at the end.
   for (int r = 0; r < n_rows; ++r)
     for (int h = 0; h < heads; ++h) {
-      float* s = score_row(r, h);
-      inv_sum[r * heads + h] = 1.0f / exp_minus_max_inplace(s, ctx_of(r), max_value(s, ctx_of(r)));
+      float* s = score_row(r, h) + lo_of(r);
+      const int n = ctx_of(r) - lo_of(r);
+      if (kv.softcap > 0.0f) softcap_scores(s, n, kv.softcap);
+      inv_sum[r * heads + h] = 1.0f / exp_minus_max_inplace(s, n, max_value(s, n));
     }
-  // Values, keys ascending: the keys every row sees for all rows, then each row's.
-  for (int j0 = 0; j0 < ctx_all; j0 += kKeysPerRun) weigh_values(j0, std::min(j0 + kKeysPerRun, ctx_all), 0, n_rows);
-  for (int r = 1; r < n_rows; ++r)
-    for (int j0 = ctx_all; j0 < ctx_of(r); j0 += kKeysPerRun)
-      weigh_values(j0, std::min(j0 + kKeysPerRun, ctx_of(r)), r, r + 1);
+  // Values, keys ascending for each row: the keys before those every row sees (a
+  // window's start moves with the row), those every row sees for all rows at once,
+  // then each row's last ones.
+  const bool shared_values = lo_last < ctx_all;  // [lo_last, ctx_all) is every row's
+  const int v0 = lo_last, v1 = ctx_all;
+  auto weigh_run = [&](int j0, int j1, int r0, int r1) {
+    for (; j0 < j1; j0 += kKeysPerRun) weigh_values(j0, std::min(j0 + kKeysPerRun, j1), r0, r1);
+  };
+  for (int r = 0; r < n_rows; ++r) weigh_run(lo_of(r), shared_values ? v0 : ctx_of(r), r, r + 1);
+  if (shared_values) {
+    weigh_run(v0, v1, 0, n_rows);
+    for (int r = 0; r < n_rows; ++r) weigh_run(v1, ctx_of(r), r, r + 1);
+  }
   for (int r = 0; r < n_rows; ++r) {
     float* orow = q.out + (row + r) * q.out_row_stride + static_cast<int64_t>(g0) * rep * D;
     for (int h = 0; h < heads; ++h) {
@@ -253,6 +285,7 @@ template <typename T>
 void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float* scores, float* inv_sum) {
   const int D = kv.head_dim, rep = kv.n_head / kv.n_kv_head;
   const int ctx = q.first_pos + row + 1;
+  const int lo = kv.first_key(q.first_pos + row);
   const float* qrow = q.q + row * q.q_row_stride + static_cast<int64_t>(g) * rep * D;
   float* orow = q.out + row * q.out_row_stride + static_cast<int64_t>(g) * rep * D;
   thread_local std::vector<float> wide;
@@ -266,20 +299,21 @@ void unit_generic(const PagedKv& kv, const PagedQuery& q, int row, int g, float*
       return wide.data();
     }
   };
-  for (int j = 0; j < ctx; ++j) {
+  for (int j = lo; j < ctx; ++j) {
     const float* kj = key_row(kv.k, j);
     for (int i = 0; i < rep; ++i) scores[static_cast<int64_t>(i) * ctx + j] = dot(qrow + i * D, kj, D) * kv.scale;
   }
   for (int i = 0; i < rep; ++i) {
     float* s = scores + static_cast<int64_t>(i) * ctx;
-    float mx = max_value(s, ctx);
+    if (kv.softcap > 0.0f) softcap_scores(s + lo, ctx - lo, kv.softcap);
+    float mx = max_value(s + lo, ctx - lo);
     float sum = 0.0f;
-    for (int j = 0; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int j = lo; j < ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
     inv_sum[i] = 1.0f / sum;
     float* o = orow + i * D;
     for (int d = 0; d < D; ++d) o[d] = 0.0f;
   }
-  for (int j = 0; j < ctx; ++j) {
+  for (int j = lo; j < ctx; ++j) {
     const float* vj = key_row(kv.v, j);
     for (int i = 0; i < rep; ++i) axpy(orow + i * D, scores[static_cast<int64_t>(i) * ctx + j], vj, D);
   }

@@ -74,6 +74,16 @@ bool ModelConfig::windowed(int layer) const {
   return sliding_layers.empty() || sliding_layers[static_cast<size_t>(layer)];
 }
 
+int ModelConfig::kv_window() const {
+  int widest = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    const int w = layer_attention(l).window;
+    if (w == 0) return 0;
+    widest = std::max(widest, w);
+  }
+  return widest;
+}
+
 ModelConfig::LayerAttention ModelConfig::layer_attention(int layer) const {
   LayerAttention a;
   // A window as long as the context changes nothing: it is left off, so such a

@@ -13,7 +13,7 @@
 
 namespace distllm {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kPhi3 };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kPhi3, kMistral };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt2;
@@ -66,6 +66,9 @@ struct ModelConfig {
   LayerAttention layer_attention(int layer) const;
   bool windowed(int layer) const;
   bool has_window() const { return sliding_window > 0; }
+  // The window every layer attends within (keys before a query's window are never
+  // read again: a serving cache may free them); 0 when some layer sees every key.
+  int kv_window() const;
 
   // Fills derived defaults (head_dim, and the family's: intermediate_size, gpt2's
   // n_kv_head) and then validates; throws distllm::Error naming the offending field.

@@ -143,6 +143,7 @@ void InferenceModel::build(const ModelWeights& w) {
                         [&](int64_t n0, int count, float* rows) { w.read_f32(head + n0 * C, int64_t{count} * C, rows); },
                         weight_dtype_);
   if (block.rotary()) rope_ = rope_table(cfg_, cfg_.max_position);
+  if (block.rotary() && cfg_.rope_local_theta > 0.0) local_rope_ = rope_table(cfg_, cfg_.max_position, /*local=*/true);
   w.check_source();  // what was packed is what the files held throughout
 }
 
@@ -250,9 +251,15 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     int64_t blocks_needed = (c.start_pos + c.n + cache.block_size() - 1) / cache.block_size();
     DL_CHECK(c.num_blocks >= blocks_needed, "batch entry %zu: block table has %d blocks, positions need %lld", s,
              c.num_blocks, (long long)blocks_needed);
-    for (int i = 0; i < c.num_blocks; ++i)
+    // Blocks wholly before the window of the chunk's first query may have been
+    // released (kReleasedKvBlock): no layer reads them.
+    const int64_t window = cfg_.kv_window();
+    const int64_t released_before = window > 0 ? (c.start_pos + 1 - window) / cache.block_size() : 0;
+    for (int i = 0; i < c.num_blocks; ++i) {
+      if (c.block_table[i] == kReleasedKvBlock && i < released_before) continue;
       DL_CHECK(c.block_table[i] >= 0 && c.block_table[i] < cache.num_blocks(),
                "batch entry %zu: block id %d outside the cache (%d blocks)", s, c.block_table[i], cache.num_blocks());
+    }
     for (int i = 0; i < c.n; ++i)
       DL_CHECK(c.tokens[i] >= 0 && c.tokens[i] < V, "batch entry %zu: token id %d outside the vocabulary [0, %d)", s,
                c.tokens[i], V);
@@ -289,7 +296,6 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
   kv.n_head = shard_.n_head;
   kv.n_kv_head = shard_.n_kv_head;
   kv.head_dim = cfg_.head_dim;
-  kv.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
   std::vector<PagedQuery> queries(batch.size());
   {
     int64_t r = 0;
@@ -323,9 +329,11 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       head_rmsnorm_forward(qkv_.data() + A, N, QKV, shard_.n_kv_head, cfg_.head_dim, w.k_norm_w, cfg_.norm_eps, nullptr,
                            nullptr);
     }
+    const ModelConfig::LayerAttention variant = cfg_.layer_attention(l);
     if (block_.rotary()) {
-      rope_apply(qkv_.data(), N, QKV, shard_.n_head, positions.data(), rope_, false);
-      rope_apply(qkv_.data() + A, N, QKV, shard_.n_kv_head, positions.data(), rope_, false);
+      const kernels::RopeTable& rope = variant.local_rope ? local_rope_ : rope_;
+      rope_apply(qkv_.data(), N, QKV, shard_.n_head, positions.data(), rope, false);
+      rope_apply(qkv_.data() + A, N, QKV, shard_.n_kv_head, positions.data(), rope, false);
     }
     // K/V rows go into the cache in its dtype (rounded once for bf16); attention
     // then reads every position, the chunk's own included, back from the cache, so
@@ -336,6 +344,9 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
     });
     kv.k = cache.k_layer(l);
     kv.v = cache.v_layer(l);
+    kv.scale = variant.scale;
+    kv.window = variant.window;
+    kv.softcap = variant.softcap;
     {
       DL_PROFILE("infer.attention");
       paged_attention(kv, queries);

@@ -108,6 +108,7 @@ class InferenceModel {
   const float* final_norm_w_ = nullptr;
   const float* final_norm_b_ = nullptr;
   kernels::RopeTable rope_;
+  kernels::RopeTable local_rope_;  // windowed layers with their own RoPE base (rope_local_theta)
   // Scratch, grown to the largest batch seen.
   AlignedBuffer<float> x_, h_, qkv_, att_, mlp_in_, mlp_act_, last_, shard_logits_, gathered_;
   std::vector<int32_t> shard_tokens_;

@@ -20,6 +20,10 @@
 
 namespace distllm {
 
+// A block-table entry whose block the sequence gave back because it lies wholly
+// before the sliding window of every query still to come (ModelConfig::kv_window).
+inline constexpr int32_t kReleasedKvBlock = -1;
+
 class PagedKvCache {
  public:
   PagedKvCache(const ModelConfig& config, int num_blocks, int block_size, DType dtype = DType::kF32);

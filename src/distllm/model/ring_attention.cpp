@@ -68,12 +68,16 @@ void RingAttention::shift_grads() {
 }
 
 template <typename Fn>
-void RingAttention::for_each_visible_pair(int owner, Fn&& fn) const {
+void RingAttention::for_each_visible_pair(int owner, int window, Fn&& fn) const {
   const ContextLayout held(layout_.cp, owner, layout_.seq_len);
   for (int qi = 0; qi < 2; ++qi)
     for (int ki = 0; ki < 2; ++ki) {
       const int q = layout_.chunk_index(qi), k = held.chunk_index(ki);
-      if (k <= q) fn(qi, ki, int64_t(q - k) * C_);  // offset 0: the same chunk, causal
+      const int64_t offset = int64_t(q - k) * C_;  // 0: the same chunk, causal
+      // A sliding window may lie wholly after a key chunk: the nearest query is
+      // offset - (C - 1) positions after its last key.
+      const bool in_window = window <= 0 || offset - (C_ - 1) < window;
+      if (k <= q && in_window) fn(qi, ki, offset);
     }
 }
 
@@ -82,8 +86,9 @@ namespace {
 // Attention of query chunk qi of this rank's rows (qkv) to key chunk ki of a
 // travelling block (rows of `width` floats), the queries `offset` positions after
 // the keys' start. Every tensor holds 2 chunks per sequence (T = 2C rows).
-kernels::AttentionArgs chunk_args(const ModelConfig& c, int B, int C, const float* qkv, int qi, const float* kv,
-                                  int ki, int64_t width, int64_t offset) {
+kernels::AttentionArgs chunk_args(const ModelConfig& c, int layer, int B, int C, const float* qkv, int qi,
+                                  const float* kv, int ki, int64_t width, int64_t offset) {
+  const ModelConfig::LayerAttention variant = c.layer_attention(layer);
   const int64_t T = 2 * static_cast<int64_t>(C);
   kernels::AttentionArgs a;
   a.batch = B;
@@ -92,7 +97,9 @@ kernels::AttentionArgs chunk_args(const ModelConfig& c, int B, int C, const floa
   a.head_dim = c.head_dim;
   a.q_len = a.kv_len = C;
   a.query_offset = static_cast<int>(offset);
-  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  a.scale = variant.scale;
+  a.window = variant.window;
+  a.softcap = variant.softcap;
   a.q = qkv + qi * C * static_cast<int64_t>(c.qkv_dim());
   a.q_row_stride = c.qkv_dim();
   a.q_batch_stride = static_cast<int64_t>(c.qkv_dim()) * T;
@@ -116,7 +123,9 @@ void RingAttention::combine(int qi, bool first, float* out, float* lse) {
     float* o = out + (b * T_ + qi * C_ + t) * A + h * D;
     const float* ob = block_out_.data() + (b * C_ + t) * A + h * D;
     const float lb = block_lse_[static_cast<size_t>(i)];
-    if (first) {
+    // A row that sees no key of this block (outside its window) keeps what it has.
+    if (!first && lb == -INFINITY) return;
+    if (first || lse[li] == -INFINITY) {
       std::memcpy(o, ob, sizeof(float) * D);
       lse[li] = lb;
       return;
@@ -130,15 +139,16 @@ void RingAttention::combine(int qi, bool first, float* out, float* lse) {
   });
 }
 
-void RingAttention::forward(const float* qkv, float* out, float* lse) {
+void RingAttention::forward(int layer, const float* qkv, float* out, float* lse) {
+  const int window = cfg_.layer_attention(layer).window;
   const int n = comm_.size();
   const int64_t width = 2 * kv_width_;
   pack_kv(qkv);
   bool seen[2] = {false, false};
   for (int s = 0; s < n; ++s) {
     if (s + 1 < n) start_kv_shift();  // travels while this block is attended to
-    for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
-      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
+    for_each_visible_pair(block_at(s), window, [&](int qi, int ki, int64_t offset) {
+      kernels::AttentionArgs a = chunk_args(cfg_, layer, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
       a.out = block_out_.data();
       a.out_row_stride = cfg_.attn_dim();
       a.out_batch_stride = static_cast<int64_t>(cfg_.attn_dim()) * C_;
@@ -154,7 +164,9 @@ void RingAttention::forward(const float* qkv, float* out, float* lse) {
   }
 }
 
-void RingAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv) {
+void RingAttention::backward(int layer, const float* qkv, const float* out, const float* lse, const float* dout,
+                             float* dqkv) {
+  const int window = cfg_.layer_attention(layer).window;
   const int n = comm_.size(), H = cfg_.n_head, D = cfg_.head_dim, A = cfg_.attn_dim();
   const int64_t width = 2 * kv_width_, rows = static_cast<int64_t>(B_) * T_, qkv_dim = cfg_.qkv_dim();
   const int64_t per_chunk = static_cast<int64_t>(B_) * H * C_;
@@ -173,8 +185,8 @@ void RingAttention::backward(const float* qkv, const float* out, const float* ls
   for (int s = 0; s < n; ++s) {
     if (s > 0) shift_grads();  // the held block's gradients, with every earlier rank's part
     if (s + 1 < n) start_kv_shift();
-    for_each_visible_pair(block_at(s), [&](int qi, int ki, int64_t offset) {
-      kernels::AttentionArgs a = chunk_args(cfg_, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
+    for_each_visible_pair(block_at(s), window, [&](int qi, int ki, int64_t offset) {
+      kernels::AttentionArgs a = chunk_args(cfg_, layer, B_, C_, qkv, qi, kv_[0].data(), ki, width, offset);
       // dout (and the unused out) keep the rows of both chunks.
       a.out = const_cast<float*>(out) + qi * C_ * static_cast<int64_t>(A);
       a.out_row_stride = A;

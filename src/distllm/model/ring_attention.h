@@ -53,10 +53,10 @@ class RingAttention {
 
   // qkv [B*T, qkv_dim] (q and k after rope) of this rank's block; writes the
   // attention output [B*T, attn_dim] and the log-sum-exp [B, n_head, T].
-  void forward(const float* qkv, float* out, float* lse);
+  void forward(int layer, const float* qkv, float* out, float* lse);
   // dout [B*T, attn_dim] -> dqkv [B*T, qkv_dim] (overwritten), from the forward's
   // qkv, out and lse.
-  void backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv);
+  void backward(int layer, const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv);
 
   size_t buffer_bytes() const;
 
@@ -84,7 +84,7 @@ class RingAttention {
   // Calls fn(query chunk, key chunk, query offset) for every pair of this rank's
   // chunks and the held block's that the causal mask lets see each other.
   template <typename Fn>
-  void for_each_visible_pair(int owner, Fn&& fn) const;
+  void for_each_visible_pair(int owner, int window, Fn&& fn) const;
   // Merges the chunk pair result (block_out_, block_lse_) into query chunk qi's rows.
   void combine(int qi, bool first, float* out, float* lse);
 };

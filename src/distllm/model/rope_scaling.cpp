@@ -215,7 +215,8 @@ RopeFrequencies rope_frequencies(const RopeScaling& s, int head_dim, double thet
   return f;
 }
 
-kernels::RopeTable rope_table(const ModelConfig& c, int positions) {
+kernels::RopeTable rope_table(const ModelConfig& c, int positions, bool local) {
+  if (local) return kernels::RopeTable(c.head_dim, positions, c.rope_local_theta);
   const RopeFrequencies f = rope_frequencies(c.rope_scaling, c.head_dim, c.rope_theta, c.max_position);
   return kernels::RopeTable(c.head_dim, positions, f.inv_freq, f.attention_factor, f.switch_at,
                             f.inv_freq_long.empty() ? nullptr : &f.inv_freq_long);

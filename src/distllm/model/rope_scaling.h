@@ -59,7 +59,8 @@ RopeFrequencies rope_frequencies(const RopeScaling& s, int head_dim, double thet
 
 // The cos/sin table of a rotary model for positions [0, positions): its theta and
 // rope_scaling (the training graph builds one for its sequence, inference for the
-// whole context).
-kernels::RopeTable rope_table(const ModelConfig& c, int positions);
+// whole context). `local`: the table of the windowed layers of a model with a local
+// RoPE base (ModelConfig::rope_local_theta; no scaling).
+kernels::RopeTable rope_table(const ModelConfig& c, int positions, bool local = false);
 
 }  // namespace distllm

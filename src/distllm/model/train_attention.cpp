@@ -17,6 +17,7 @@ TrainAttention::TrainAttention(const ModelConfig& shard, int B, int T, int seq_l
     : cfg_(shard), B_(B), T_(T), BT_(static_cast<int64_t>(B) * T), tp_(tp), positions_(positions) {
   rotary_ = cfg_.block().rotary();
   if (rotary_) rope_ = rope_table(cfg_, seq_len);
+  if (rotary_ && cfg_.rope_local_theta > 0.0) local_rope_ = rope_table(cfg_, seq_len, /*local=*/true);
   if (cp.active()) ring_ = std::make_unique<RingAttention>(cfg_, B_, seq_len, *cp.comm);
   if (tp_.active() && tp_.plan->kv_replicas() > 1)
     kv_sum_.resize(static_cast<size_t>(BT_ * 2 * tp_.plan->full().n_kv_head * cfg_.head_dim));
@@ -35,14 +36,21 @@ size_t TrainAttention::buffer_bytes() const {
   return (kv_sum_.size() + norm_grads_.size()) * sizeof(float) + (ring_ ? ring_->buffer_bytes() : 0);
 }
 
-AttentionArgs TrainAttention::args(const float* qkv, float* out, float* lse) const {
+const RopeTable& TrainAttention::rope_of(int layer) const {
+  return cfg_.layer_attention(layer).local_rope ? local_rope_ : rope_;
+}
+
+AttentionArgs TrainAttention::args(int layer, const float* qkv, float* out, float* lse) const {
+  const ModelConfig::LayerAttention variant = cfg_.layer_attention(layer);
   AttentionArgs a;
   a.batch = B_;
   a.n_head = cfg_.n_head;
   a.n_kv_head = cfg_.n_kv_head;
   a.head_dim = cfg_.head_dim;
   a.q_len = a.kv_len = T_;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
+  a.scale = variant.scale;
+  a.window = variant.window;
+  a.softcap = variant.softcap;
   const int64_t row = cfg_.qkv_dim();
   a.q = qkv;
   a.k = qkv + cfg_.attn_dim();
@@ -56,7 +64,7 @@ AttentionArgs TrainAttention::args(const float* qkv, float* out, float* lse) con
   return a;
 }
 
-void TrainAttention::forward(float* qkv, float* out, float* lse, const QkNorm& norm) {
+void TrainAttention::forward(int layer, float* qkv, float* out, float* lse, const QkNorm& norm) {
   if (norm.q_weight) {
     DL_PROFILE("fwd.qk_norm");
     const int64_t D = cfg_.head_dim, H = cfg_.n_head;
@@ -67,17 +75,17 @@ void TrainAttention::forward(float* qkv, float* out, float* lse, const QkNorm& n
   }
   if (rotary_) {
     DL_PROFILE("fwd.rope");
-    rope_apply(qkv, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_, false);
-    rope_apply(qkv + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_, false);
+    rope_apply(qkv, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_of(layer), false);
+    rope_apply(qkv + cfg_.attn_dim(), BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_of(layer), false);
   }
   DL_PROFILE("fwd.attention");
   if (ring_)
-    ring_->forward(qkv, out, lse);
+    ring_->forward(layer, qkv, out, lse);
   else
-    attention_forward(args(qkv, out, lse));
+    attention_forward(args(layer, qkv, out, lse));
 }
 
-void TrainAttention::backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv,
+void TrainAttention::backward(int layer, const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv,
                               const QkNorm& norm, float* dq_norm, float* dk_norm) {
   const int64_t kv_off = static_cast<int64_t>(cfg_.n_kv_head) * cfg_.head_dim;
   float* dq = dqkv;
@@ -86,17 +94,17 @@ void TrainAttention::backward(const float* qkv, const float* out, const float* l
   {
     DL_PROFILE("bwd.attention");
     if (ring_) {
-      ring_->backward(qkv, out, lse, dout, dqkv);
+      ring_->backward(layer, qkv, out, lse, dout, dqkv);
     } else {
       // The kernel reads q/k/v and out through the args; it writes only the grads.
-      AttentionArgs a = args(qkv, const_cast<float*>(out), const_cast<float*>(lse));
+      AttentionArgs a = args(layer, qkv, const_cast<float*>(out), const_cast<float*>(lse));
       attention_backward(a, AttentionGrads{dq, dk, dv, dout});
     }
   }
   if (rotary_) {
     DL_PROFILE("bwd.rope");
-    rope_apply(dq, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_, true);
-    rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_, true);
+    rope_apply(dq, BT_, cfg_.qkv_dim(), cfg_.n_head, positions_, rope_of(layer), true);
+    rope_apply(dk, BT_, cfg_.qkv_dim(), cfg_.n_kv_head, positions_, rope_of(layer), true);
   }
   if (kv_sum_.size() != 0) sum_replicated_kv_grads(dk, dv);
   if (norm.q_weight) qk_norm_backward(dqkv, norm, dq_norm, dk_norm);

@@ -1,7 +1,8 @@
 // The attention of a training block, between its q|k|v projection and its output
 // projection: the per-head q/k norms (for families that have them), rotary
-// positions on q and k (for families that use them), causal
-// attention over this rank's sequences — or ring attention over the context-
+// positions on q and k (for families that use them), causal attention (windowed
+// and soft-capped where the layer is: ModelConfig::layer_attention) over this rank's
+// sequences — or ring attention over the context-
 // parallel group (ring_attention.h) — and the backward of both. Under tensor
 // parallelism with fewer key/value heads than ranks, each key/value head is held
 // by several ranks whose gradient parts are summed here.
@@ -37,11 +38,13 @@ class TrainAttention {
 
   // qkv [B*T, qkv_dim]: q and k are normed (qk_norm) and rotated in place; writes
   // out [B*T, attn_dim] and the log-sum-exp [B, n_head, T] that backward needs.
-  void forward(float* qkv, float* out, float* lse, const QkNorm& norm = {});
+  // `layer` says which attention it is (ModelConfig::layer_attention: window,
+  // soft-cap, scale, RoPE table).
+  void forward(int layer, float* qkv, float* out, float* lse, const QkNorm& norm = {});
   // dout [B*T, attn_dim] -> dqkv [B*T, qkv_dim] (overwritten): the gradient of the
   // q|k|v projection's output, before the norms and the rotation; the norms'
   // weight gradients are added to dq_norm and dk_norm.
-  void backward(const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv,
+  void backward(int layer, const float* qkv, const float* out, const float* lse, const float* dout, float* dqkv,
                 const QkNorm& norm = {}, float* dq_norm = nullptr, float* dk_norm = nullptr);
   // Floats of QkNorm::saved and ::rstd a layer keeps (0 without q/k norms).
   int64_t qk_saved_floats() const;
@@ -61,11 +64,13 @@ class TrainAttention {
   const int32_t* positions_;
   bool rotary_;
   kernels::RopeTable rope_;
+  kernels::RopeTable local_rope_;  // windowed layers with their own RoPE base (rope_local_theta)
   std::unique_ptr<RingAttention> ring_;  // context parallel
   AlignedBuffer<float> kv_sum_;          // replicated key/value heads: [BT, 2 * n_kv_head(all) * D]
   AlignedBuffer<float> norm_grads_;      // tp with q/k norms: one micro-step's q|k norm gradients [2D]
 
-  kernels::AttentionArgs args(const float* qkv, float* out, float* lse) const;
+  kernels::AttentionArgs args(int layer, const float* qkv, float* out, float* lse) const;
+  const kernels::RopeTable& rope_of(int layer) const;
   void sum_replicated_kv_grads(float* dk, float* dv);
   void qk_norm_backward(float* dqkv, const QkNorm& norm, float* dq_norm, float* dk_norm);
 };

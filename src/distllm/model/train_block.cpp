@@ -66,7 +66,7 @@ QkNorm TrainBlock::qk_norm(const LayerTensors& w, BlockActs& a) {
   return {w.q_norm_w, w.k_norm_w, a.qk_saved.data(), a.qk_rstd.data()};
 }
 
-void TrainBlock::forward(const LayerTensors& w, const float* in, BlockActs& a, float* out) {
+void TrainBlock::forward(int layer, const LayerTensors& w, const float* in, BlockActs& a, float* out) {
   const int C = cfg_.n_embd, I = cfg_.mlp_act_dim();
   const int64_t rows = par_.rows();
   // Attention branch: mid = in + attn_out(attention(qkv(norm1(in))))
@@ -78,7 +78,7 @@ void TrainBlock::forward(const LayerTensors& w, const float* in, BlockActs& a, f
     DL_PROFILE("fwd.matmul");
     matmul_forward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, BT_, C, cfg_.qkv_dim(), mode_);
   }
-  attention_.forward(a.qkv.data(), a.attn.data(), a.lse.data(), qk_norm(w, a));
+  attention_.forward(layer, a.qkv.data(), a.attn.data(), a.lse.data(), qk_norm(w, a));
   {
     DL_PROFILE("fwd.matmul");
     par_.row_parallel_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, cfg_.attn_dim(), mode_);
@@ -111,7 +111,7 @@ void TrainBlock::forward(const LayerTensors& w, const float* in, BlockActs& a, f
   }
 }
 
-void TrainBlock::backward(const LayerTensors& w, const LayerTensors& g, const float* in, BlockActs& a,
+void TrainBlock::backward(int layer, const LayerTensors& w, const LayerTensors& g, const float* in, BlockActs& a,
                           float* dresid) {
   const int C = cfg_.n_embd, I = cfg_.mlp_act_dim();
 
@@ -155,7 +155,7 @@ void TrainBlock::backward(const LayerTensors& w, const LayerTensors& g, const fl
     DL_PROFILE("bwd.matmul");
     matmul_backward_weight(g.attn_out_w, g.attn_out_b, dout, a.attn.data(), BT_, cfg_.attn_dim(), C, mode_);
   }
-  attention_.backward(a.qkv.data(), a.attn.data(), a.lse.data(), s_.dattn.data(), s_.dqkv.data(), qk_norm(w, a),
+  attention_.backward(layer, a.qkv.data(), a.attn.data(), a.lse.data(), s_.dattn.data(), s_.dqkv.data(), qk_norm(w, a),
                       g.q_norm_w, g.k_norm_w);
   {
     DL_PROFILE("bwd.matmul");

@@ -52,11 +52,13 @@ class TrainBlock {
   // Block matrices in the family's layout, multiplied in `compute`.
   void set_matmul_mode(kernels::MatmulMode mode) { mode_ = mode; }
 
-  // out [rows, C] from in [rows, C] (this rank's rows of the residual stream).
-  void forward(const LayerTensors& w, const float* in, BlockActs& a, float* out);
+  // out [rows, C] from in [rows, C] (this rank's rows of the residual stream), for
+  // the model's layer `layer` (its attention variant: ModelConfig::layer_attention).
+  void forward(int layer, const LayerTensors& w, const float* in, BlockActs& a, float* out);
   // dresid: d(out) on entry, d(in) on exit (this rank's rows); accumulates (+=) the
   // parameter gradients into g.
-  void backward(const LayerTensors& w, const LayerTensors& g, const float* in, BlockActs& a, float* dresid);
+  void backward(int layer, const LayerTensors& w, const LayerTensors& g, const float* in, BlockActs& a,
+                float* dresid);
 
  private:
   ModelConfig cfg_;

@@ -199,7 +199,7 @@ float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t
     const int g = layout_.layer_group(l);
     before(g);
     float* out = l + 1 < stage_.end ? layer_input(l + 1) : final_input_.data();
-    block_.forward(layout_.layer_view(src.group_params(g), l), layer_input(l), acts(l), out);
+    block_.forward(l, layout_.layer_view(src.group_params(g), l), layer_input(l), acts(l), out);
     after(g);
   }
   grad_pending_ = args.compute_grad;
@@ -243,9 +243,9 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
       // Recompute the layer's activations from its saved input. Its output is not
       // needed; the input-gradient scratch is free until the backward writes it.
       DL_PROFILE("bwd.recompute");
-      block_.forward(w, layer_input(l), recompute_, scratch_.dnorm.data());
+      block_.forward(l, w, layer_input(l), recompute_, scratch_.dnorm.data());
     }
-    block_.backward(w, layout_.layer_view(src.group_grads(g), l), layer_input(l), acts(l), dresid_.data());
+    block_.backward(l, w, layout_.layer_view(src.group_grads(g), l), layer_input(l), acts(l), dresid_.data());
     ready(g);
   }
   if (!stage_.first()) return;  // dresid_ holds d(stage input)

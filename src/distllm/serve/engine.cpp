@@ -6,6 +6,7 @@
 #include <random>
 
 #include "distllm/base/log.h"
+#include "distllm/base/strings.h"
 #include "distllm/base/timer.h"
 #include "distllm/serve/request_admission.h"
 
@@ -41,12 +42,18 @@ Engine::Engine(ModelRunner& runner, const TextCodec& codec, EngineConfig config,
   DL_CHECK(codec.vocab_size() <= runner.vocab_size(),
            "tokenizer has %d tokens but the model's vocabulary has only %d", codec.vocab_size(), runner.vocab_size());
   runner_.allocate_kv(kv_.num_blocks(), config.block_size);
+  // Blocks before every sequence's window are given back as it moves on, when every
+  // layer is windowed. Not with a draft model: it reads the same block tables and
+  // catches up from positions behind the target's, whose windows reach further back.
+  const int window = draft_runner ? 0 : runner_.kv_geometry().sliding_window;
+  kv_.set_sliding_window(window);
   publish_stats();
   LOG_INFO("engine: %d KV blocks of %d tokens (%d tokens, KV cache %s, %zu bytes per block), max model length %d, "
-           "prefix cache %s",
+           "prefix cache %s%s",
            kv_.num_blocks(), config.block_size, kv_.num_blocks() * config.block_size,
            dtype_short_name(runner_.kv_geometry().dtype), runner_.kv_bytes_per_block(config.block_size), max_model_len_,
-           config.enable_prefix_cache ? "on" : "off");
+           config.enable_prefix_cache ? "on" : "off",
+           window > 0 ? strprintf(", blocks before each sequence's %d-token window freed", window).c_str() : "");
   spec_.log_setup(kv_.num_blocks(), config.block_size);
 }
 

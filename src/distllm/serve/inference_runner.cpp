@@ -16,7 +16,7 @@ InferenceRunner::InferenceRunner(std::shared_ptr<const ModelWeights> weights, DT
 // This rank's heads: under tensor parallelism each rank stores only its own.
 KvGeometry InferenceRunner::kv_geometry() const {
   const ModelConfig& c = model_.shard_config();
-  return {c.n_layer, c.n_kv_head, c.head_dim, static_cast<int>(dtype_size(kv_dtype_)), kv_dtype_};
+  return {c.n_layer, c.n_kv_head, c.head_dim, static_cast<int>(dtype_size(kv_dtype_)), kv_dtype_, c.kv_window()};
 }
 
 size_t InferenceRunner::kv_bytes_per_block(int block_size) const {

@@ -61,8 +61,45 @@ void KvCacheManager::cache_computed(uint64_t seq_id, std::span<const int32_t> to
   DL_ASSERT(num_computed <= static_cast<int64_t>(tokens.size()));
   size_t full = std::min(static_cast<size_t>(num_computed / block_size_), seq.table.size());
   if (full <= seq.offered) return;
-  cache_->insert(tokens.first(full * static_cast<size_t>(block_size_)), std::span(seq.table).first(full));
+  const size_t b = static_cast<size_t>(block_size_);
+  if (seq.released == 0) {
+    cache_->insert(tokens.first(full * b), std::span(seq.table).first(full));
+  } else {
+    // The released leading blocks went to the tree when offered; new blocks hang
+    // below them, so they are offered only while the tree still holds that path.
+    std::vector<int32_t> path = cache_->match(tokens.first(seq.released * b));
+    if (path.size() == seq.released) {
+      path.insert(path.end(), seq.table.begin() + static_cast<std::ptrdiff_t>(seq.released),
+                  seq.table.begin() + static_cast<std::ptrdiff_t>(full));
+      cache_->insert(tokens.first(full * b), path);
+    }
+  }
   seq.offered = full;
+}
+
+void KvCacheManager::set_sliding_window(int window) {
+  DL_CHECK(window >= 0, "sliding window must be >= 0, got %d", window);
+  window_ = window;
+}
+
+int KvCacheManager::release_outside_window(uint64_t seq_id, int64_t next_position) {
+  if (window_ <= 0) return 0;
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return 0;
+  SeqBlocks& seq = it->second;
+  const int64_t first_key = next_position + 1 - window_;
+  if (first_key <= 0) return 0;
+  // Blocks offered to the prefix cache stay there (the tree's reference); those
+  // never offered go back to the pool. A block released before it was offered is
+  // not offered afterwards (cache_computed finds the path broken).
+  const size_t upto = std::min(static_cast<size_t>(first_key / block_size_), seq.table.size());
+  int released = 0;
+  for (; seq.released < upto; ++seq.released, ++released) {
+    int32_t& block = seq.table[seq.released];
+    pool_.decref(block);
+    block = kReleasedKvBlock;
+  }
+  return released;
 }
 
 std::vector<int32_t> KvCacheManager::cached_prefix_blocks(std::span<const int32_t> tokens) {
@@ -104,7 +141,8 @@ void KvCacheManager::free(uint64_t seq_id) {
   auto it = tables_.find(seq_id);
   if (it == tables_.end()) return;
   // Release from the tail so a partially shared table frees its private blocks first.
-  for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool_.decref(*b);
+  for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b)
+    if (*b != kReleasedKvBlock) pool_.decref(*b);
   tables_.erase(it);
 }
 
@@ -121,8 +159,12 @@ void KvCacheManager::reset_prefix_cache() {
 void KvCacheManager::check_invariants() const {
   std::vector<int> refs(static_cast<size_t>(pool_.num_blocks()), 0);
   for (const auto& [id, seq] : tables_) {
-    DL_ASSERT(seq.offered <= seq.table.size());
-    for (int32_t b : seq.table) ++refs[static_cast<size_t>(b)];
+    DL_ASSERT(seq.offered <= seq.table.size() && seq.released <= seq.table.size());
+    for (size_t i = 0; i < seq.table.size(); ++i) {
+      const int32_t b = seq.table[i];
+      DL_CHECK((b == kReleasedKvBlock) == (i < seq.released), "block table entry %zu of a sequence is %d", i, b);
+      if (b != kReleasedKvBlock) ++refs[static_cast<size_t>(b)];
+    }
   }
   int free = 0;
   for (int b = 0; b < pool_.num_blocks(); ++b) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "distllm/model/kv_cache.h"
 #include "distllm/serve/block_pool.h"
 #include "distllm/serve/prefix_cache.h"
 
@@ -71,6 +72,17 @@ class KvCacheManager {
   // Drops every block the sequence holds (cached ones stay in the prefix cache).
   void free(uint64_t seq_id);
 
+  // Sliding-window models (every layer windowed: ModelConfig::kv_window): a query
+  // at position p reads keys from p + 1 - window on. 0 (the default): nothing is
+  // released.
+  void set_sliding_window(int window);
+  int sliding_window() const { return window_; }
+  // Gives back the sequence's blocks that lie wholly before the window of its next
+  // query (at position `next_position`; later queries see later keys), leaving
+  // kReleasedKvBlock in its table. Blocks already offered to the prefix cache stay
+  // in it (evictable once nobody else holds them). Returns how many were released.
+  int release_outside_window(uint64_t seq_id, int64_t next_position);
+
   const std::vector<int32_t>& block_table(uint64_t seq_id) const;
   bool has_sequence(uint64_t seq_id) const { return tables_.count(seq_id) != 0; }
   size_t num_sequences() const { return tables_.size(); }
@@ -99,10 +111,12 @@ class KvCacheManager {
   std::unique_ptr<PrefixCache> cache_;  // declared after pool_: destroyed first
   struct SeqBlocks {
     std::vector<int32_t> table;
-    size_t offered = 0;  // leading blocks already offered to the prefix cache
+    size_t offered = 0;   // leading blocks already offered to the prefix cache
+    size_t released = 0;  // leading blocks given back (kReleasedKvBlock in the table)
   };
   std::unordered_map<uint64_t, SeqBlocks> tables_;
   PrefixCacheStats stats_;
+  int window_ = 0;
 };
 
 }  // namespace distllm::serve

@@ -38,6 +38,10 @@ struct KvGeometry {
   int head_dim = 0;
   int dtype_bytes = 4;  // bytes per stored K or V element (4 for f32, 2 for bf16, 1 for int8)
   DType dtype = DType::kF32;  // the stored element type (dtype_bytes == dtype_size(dtype))
+  // Every layer attends only within the last `sliding_window` keys
+  // (ModelConfig::kv_window): blocks before a sequence's window are never read
+  // again. 0: some layer reads every key.
+  int sliding_window = 0;
 
   // K and V for one token across all layers (int8: with their scales, kv_layout.h).
   size_t bytes_per_token() const {

@@ -101,8 +101,22 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     Sequence* seq = c.seq;
     if (seq->status != SeqStatus::kRunning || seq->num_computed != c.start) continue;  // finished meanwhile
     seq->num_computed += c.num_tokens - c.num_draft;
-    kv_.cache_computed(seq->id, seq->tokens, seq->num_computed);
+    offer_and_release(seq);
   }
+}
+
+void Scheduler::offer_and_release(Sequence* seq) {
+  if (kv_.sliding_window() == 0) {
+    kv_.cache_computed(seq->id, seq->tokens, seq->num_computed);
+    return;
+  }
+  // Under a sliding window the prefix cache takes the prompt only. A generated
+  // block offered to it would sit in the tree below the prompt, pinned by the
+  // sequence while in its window, and the radix tree evicts from the leaves: the
+  // released blocks above it could not be reclaimed. (A chat's next turn brings
+  // this turn's answer back as prompt.)
+  kv_.cache_computed(seq->id, seq->tokens, std::min<int64_t>(seq->num_computed, seq->num_prompt_tokens));
+  kv_.release_outside_window(seq->id, seq->num_computed);
 }
 
 void Scheduler::accept_draft(Sequence* seq, int num_accepted) {
@@ -111,7 +125,7 @@ void Scheduler::accept_draft(Sequence* seq, int num_accepted) {
   if (seq->status != SeqStatus::kRunning) return;
   seq->num_computed += num_accepted;
   DL_ASSERT(seq->num_computed < static_cast<int64_t>(seq->tokens.size()));
-  kv_.cache_computed(seq->id, seq->tokens, seq->num_computed);
+  offer_and_release(seq);
 }
 
 void Scheduler::finish(Sequence* seq) {

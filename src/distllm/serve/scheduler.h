@@ -106,6 +106,9 @@ class Scheduler {
 
  private:
   void preempt(Sequence* seq);
+  // After seq->num_computed grew: offers its computed blocks to the prefix cache
+  // and gives back those behind its sliding window.
+  void offer_and_release(Sequence* seq);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

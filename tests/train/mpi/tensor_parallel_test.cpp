@@ -50,6 +50,15 @@ ModelConfig llama_tp(int kv, bool tied = false) {
   return c;
 }
 
+// Mistral: llama_tp(4) whose every query sees only its last `window` keys.
+ModelConfig mistral_tp(int window) {
+  ModelConfig c = llama_tp(4);
+  c.family = ModelFamily::kMistral;
+  c.max_position = 64, c.sliding_window = window;
+  c.normalize();
+  return c;
+}
+
 // A shard's flat parameter and gradient buffers (plan.local_layout()).
 struct ShardBuffers : ParamSource {
   const ParamLayout& layout;
@@ -158,6 +167,15 @@ TEST(TensorParallelGraph, Qwen2AndQwen3MatchTheSingleProcess) {
   }
 }
 
+// Mistral's window under tensor (and sequence) parallelism: each rank's heads see
+// the same window.
+TEST(TensorParallelGraph, MistralSlidingWindowMatchesTheSingleProcess) {
+  for (int tp : {2, 3, 4}) {
+    if (tp > comm::world()->size()) continue;
+    if (12 % tp == 0 && (4 % tp == 0 || tp % 4 == 0)) expect_parity(mistral_tp(5), tp, /*sp=*/tp == 2);
+  }
+}
+
 // phi3's fused matrices: each rank takes its heads out of q|k|v and its hidden units
 // out of both halves of gate|up; a tp larger than the key/value heads is refused.
 TEST(TensorParallelGraph, Phi3FusedMatricesMatchTheSingleProcess) {
@@ -240,6 +258,10 @@ TEST(ContextParallelGraph, RingAttentionMatchesTheSingleProcess) {
     if (cp > comm::world()->size()) continue;
     expect_context_parallel_parity(gpt2_tp(), cp, 2 * cp * 2);      // chunks of 2
     expect_context_parallel_parity(llama_tp(4), cp, 2 * cp * 3);    // GQA 3:1, chunks of 3
+    // A sliding window across chunk boundaries: blocks of keys wholly behind every
+    // query's window are skipped, partly visible ones masked row by row.
+    expect_context_parallel_parity(mistral_tp(4), cp, 2 * cp * 3);
+    expect_context_parallel_parity(mistral_tp(7), cp, 2 * cp * 2);
   }
 }
 

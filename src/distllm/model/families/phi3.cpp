@@ -4,8 +4,8 @@
 // models, no biases. The fused matrices are the [rows, in] matrices the graphs
 // already read; tensor parallelism takes each rank's heads of q, k and v and its
 // hidden units of gate and up out of them (TpSplit::kQkvFused, kGateUpFused).
-// A sliding window shorter than the context (Phi-3-mini-4k's 2047) is refused until
-// windowed attention exists; Phi-3.5 and the 128k models set one past the context.
+// Phi-3-mini-4k windows its attention (sliding_window 2047 of a 4096 context, as
+// Mistral does); Phi-3.5 and the 128k models set a window past the context: none.
 #include <nlohmann/json.hpp>
 
 #include "distllm/base/error.h"
@@ -36,17 +36,14 @@ class Phi3 final : public llama_like::Family {
     DL_CHECK(!hf_config::get_bool_or(j, "attention_bias", false, origin),
              "%s: attention_bias is not supported for phi3", origin.c_str());
     // null or at least the context: every position sees every earlier one.
-    const int64_t window = hf_config::get_int_or(j, "sliding_window", 0, INT32_MAX, origin);
-    DL_CHECK(window == 0 || window >= c.max_position,
-             "%s: sliding_window %lld is shorter than the context (max_position_embeddings %d); sliding-window "
-             "attention is not supported yet",
-             origin.c_str(), static_cast<long long>(window), c.max_position);
+    const int window = hf_config::get_int_or(j, "sliding_window", 0, INT32_MAX, origin);
+    c.sliding_window = window < c.max_position ? window : 0;
   }
 
   nlohmann::json to_hf_json(const ModelConfig& c) const override {
     nlohmann::json j = shared_hf_json(c);
     j["attention_bias"] = false;
-    j["sliding_window"] = nullptr;
+    j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
     return j;
   }
 

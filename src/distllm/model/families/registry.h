@@ -11,5 +11,6 @@ const FamilyDef& llama_family();
 const FamilyDef& qwen2_family();
 const FamilyDef& qwen3_family();
 const FamilyDef& phi3_family();
+const FamilyDef& mistral_family();
 
 }  // namespace distllm
