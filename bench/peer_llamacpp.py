@@ -8,14 +8,16 @@ C .. C+127 after a C-token context (C = --context), on both sides:
   distllm bench decode --model M --context C --rounds 4 --steps 32 --batch 1,4,8,16
       --prefill P --threads T --dtype D --kv-cache-dtype bf16
       (4 rounds of 32 steps cover positions C..C+127; the median round is reported)
-  llama-bench -m G -t T -p P -n 128 -d C -r 3 -o json      (pp P, and tg128 at depth C where -d exists)
+  llama-bench -m G -t T -p P -n 128 -d C -r 3 -o json      (pp P, and tg128 at depth C where -d exists;
+      without -d, -n 0: its tg128 from position 0 is not the same work, so it is not run)
   llama-batched-bench -m G -t T -c 4096 -b 2048 -ub 512 -npp C -ntg 128 -npl 1,4,8,16 [-fa]
 per weight pair: distllm f32 / bf16 / int8 against llama.cpp F32 / BF16 (and F16) /
 Q8_0. It compares
   * decode, batch 1 (against llama-bench tg128 at depth C, and batched-bench npl 1)
   * prefill of P tokens from an empty cache (bench decode's `prefill:` line vs ppP)
   * batched decode at 4, 8 and 16 sequences (batched-bench S_TG; with --llama-fa also
-    with llama.cpp's flash attention)
+    with llama.cpp's flash attention); --batches picks the batch sizes (e.g. 1,4 for big models)
+distllm's share of its memory roofline (bench decode's `roofline` column) is shown per decode row.
 Runs are quiet or dropped: every command runs alone under the shared benchmark lock
 (/tmp/bench.lock, which every benchmark of the project takes), first waits up to
 --quiet-wait seconds for the machine to go idle, and a run during which other
@@ -28,7 +30,8 @@ weights as --model (see docs/benchmarks.md, "Side by side with llama.cpp").
 
 usage: peer_llamacpp.py --distllm BIN --llama-bin DIR --model HF_DIR
          --gguf-f32 F --gguf-bf16 F [--gguf-f16 F] --gguf-q8 F [--llama-fa] [--rounds 3]
-         [--threads 2] [--context 128] [--quiet-wait 60] [--max-foreign 0.1] [--json OUT]
+         [--threads 2] [--context 128] [--batches 1,4,8,16] [--label NAME] [--quiet-wait 60]
+         [--max-foreign 0.1] [--json OUT]
 """
 import argparse
 import fcntl
@@ -100,7 +103,7 @@ def run(cmd, lock, env=None):
     return out, wall, foreign  # the last one, with its foreign load shown
 
 
-BATCHES = (1, 4, 8, 16)
+BATCHES = (1, 4, 8, 16)  # --batches
 DECODE_ROUNDS, DECODE_STEPS = 4, 32  # 128 decode positions, as llama.cpp's -n 128 / -ntg 128
 
 
@@ -110,12 +113,13 @@ def distllm_decode(a, dtype):
                               "--batch", ",".join(map(str, BATCHES)), "--context", str(a.context),
                               "--rounds", str(DECODE_ROUNDS), "--steps", str(DECODE_STEPS), "--threads", str(a.threads),
                               "--dtype", dtype, "--kv-cache-dtype", a.kv_cache_dtype], a.lock)
-    res = {}
+    res, roofline = {}, {}
     prefill = None
     for line in out.splitlines():
-        m = re.match(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+%", line)
+        m = re.match(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)%", line)
         if m:
             res[int(m.group(1))] = float(m.group(3))  # tokens/s
+            roofline[int(m.group(1))] = float(m.group(4))  # % of the weights' + K/V bytes at the read bandwidth
         m = re.match(r"^prefill:\s+(\d+) tokens in ([\d.]+) ms, median of \d+ \(([\d.]+) tokens/s", line)
         if m:
             prefill = {"tokens": int(m.group(1)), "ms": float(m.group(2)), "tok_s": float(m.group(3))}
@@ -124,7 +128,7 @@ def distllm_decode(a, dtype):
     missing = [b for b in BATCHES if b not in res]
     if missing:
         raise SystemExit(f"no decode rows for batches {missing} in bench decode's output:\n{out[-2000:]}")
-    return {"tok_s": res, "prefill": prefill, "foreign": foreign}
+    return {"tok_s": res, "roofline": roofline, "prefill": prefill, "foreign": foreign}
 
 
 def distllm_generate_prefill(a, dtype):
@@ -147,9 +151,9 @@ def llama_help(a, tool):
 
 def llama_bench(a, gguf):
     """pp P, and tg128 at depth C where this llama-bench has -d (the same positions as distllm's decode)."""
-    depth = ["-d", str(a.context)] if a.llama_has_depth else []
+    gen = ["-n", "128", "-d", str(a.context)] if a.llama_has_depth else ["-n", "0"]
     out, wall, foreign = run([os.path.join(a.llama_bin, "llama-bench"), "-m", gguf, "-t", str(a.threads),
-                              "-p", str(a.prefill), "-n", "128", "-r", "3", "-o", "json"] + depth, a.lock)
+                              "-p", str(a.prefill), "-r", "3", "-o", "json"] + gen, a.lock)
     js = json.loads(out[out.index("["):out.rindex("]") + 1])
     res = {}
     for t in js:
@@ -185,6 +189,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--context", type=int, default=128, help="decode positions are C .. C+127 on both sides")
     ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--batches", default="1,4,8,16", help="decode batch sizes (sequences), both sides")
+    ap.add_argument("--label", default="", help="a name for the model, printed and written to --json")
     ap.add_argument("--generate-prefill", action="store_true",
                     help="also time `distllm generate` on a --prefill-token prompt (cold, fresh process) as an extra row")
     ap.add_argument("--prompt-file", help="with --generate-prefill: prompt of --prefill tokens (default: made up)")
@@ -200,6 +206,8 @@ def main():
     ap.add_argument("--retries", type=int, default=3, help="runs of one command at most (see --max-foreign)")
     ap.add_argument("--json", help="append every measurement here (JSON lines)")
     a = ap.parse_args()
+    global BATCHES
+    BATCHES = tuple(int(b) for b in a.batches.split(","))
     if a.generate_prefill and not a.prompt_file:
         # Byte-level tokenizers give one token per ASCII byte; other tokenizers: pass --prompt-file.
         a.prompt_file = "/tmp/peer_llamacpp_prompt.txt"
@@ -237,34 +245,37 @@ def main():
             else:
                 (lb, lbb, lfa), (dd, dp) = ll(), dl()
             info["cpu_info"], info["system_info"] = lb["cpu_info"], lbb["system_info"]
-            rec = ([(f"decode b1 ({tg})", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"])]
+            roof = dd["roofline"]
+            rec = ([(f"decode b1 ({tg})", dd["tok_s"].get(1), lb["tok_s"].get("tg128"), dd["foreign"], lb["foreign"],
+                     roof.get(1))]
                    if a.llama_has_depth else []) + [
                 (f"prefill {a.prefill} (pp{a.prefill})", dd["prefill"]["tok_s"], lb["tok_s"].get(f"pp{a.prefill}"),
-                 dd["foreign"], lb["foreign"]),
+                 dd["foreign"], lb["foreign"], None),
             ] + [(f"batched decode b{b} (batched-bench npl {b})", dd["tok_s"].get(b), lbb["tok_s"].get(b),
-                  dd["foreign"], lbb["foreign"]) for b in BATCHES]
+                  dd["foreign"], lbb["foreign"], roof.get(b)) for b in BATCHES]
             if dp:
                 rec.append((f"prefill {a.prefill} (generate, cold) (pp{a.prefill})", dp["tok_s"],
-                            lb["tok_s"].get(f"pp{a.prefill}"), dp["foreign"], lb["foreign"]))
+                            lb["tok_s"].get(f"pp{a.prefill}"), dp["foreign"], lb["foreign"], None))
             if lfa:
                 rec += [(f"batched decode b{b}, llama.cpp -fa", dd["tok_s"].get(b), lfa["tok_s"].get(b),
-                         dd["foreign"], lfa["foreign"]) for b in BATCHES]
-            for metric, x, y, fx, fy in rec:
-                rows.append((rnd, f"{d} / {lname}", metric, x, y, fx, fy))
+                         dd["foreign"], lfa["foreign"], roof.get(b)) for b in BATCHES]
+            for metric, x, y, fx, fy, rf in rec:
+                rows.append((rnd, f"{d} / {lname}", metric, x, y, fx, fy, rf))
                 print(f"round {rnd + 1} {d:>4} vs {lname:<4} {metric:<42} distllm {x:9.1f} tok/s  "
-                      f"llama.cpp {y:9.1f} tok/s  ratio {x / y:5.2f}  (foreign cores {fx:.2f} / {fy:.2f})",
-                      flush=True)
+                      f"llama.cpp {y:9.1f} tok/s  ratio {x / y:5.2f}  (foreign cores {fx:.2f} / {fy:.2f})"
+                      + (f"  distllm roofline {rf:.1f}%" if rf is not None else ""), flush=True)
                 if jf:
-                    jf.write(json.dumps({"round": rnd + 1, "dtype": f"{d}/{lname}", "metric": metric,
-                                         "distllm_tok_s": x, "llama_tok_s": y, "foreign_distllm": fx,
+                    jf.write(json.dumps({"label": a.label, "round": rnd + 1, "dtype": f"{d}/{lname}",
+                                         "metric": metric, "distllm_tok_s": x, "llama_tok_s": y,
+                                         "distllm_roofline_pct": rf, "foreign_distllm": fx,
                                          "foreign_llama": fy}) + "\n")
                     jf.flush()
     print(f"\nllama.cpp cpu_info: {info.get('cpu_info')}\n{info.get('system_info')}\n")
-    print(f"medians of {a.rounds} rounds, tokens/s, {a.threads} threads, decode at positions {a.context}.."
+    print(f"{a.label + ': ' if a.label else ''}medians of {a.rounds} rounds, tokens/s, {a.threads} threads, decode at positions {a.context}.."
           f"{a.context + 127}, distllm K/V {a.kv_cache_dtype} (llama.cpp F16); "
           f"{len(DROPPED)} disturbed run(s) dropped and run again")
-    print(f"| {'dtypes':<12} | {'measure':<42} | {'distllm':>9} | {'llama.cpp':>9} | {'ratio':>5} |")
-    print(f"|{'-' * 14}|{'-' * 44}|{'-' * 11}|{'-' * 11}|{'-' * 7}|")
+    print(f"| {'dtypes':<12} | {'measure':<42} | {'distllm':>9} | {'llama.cpp':>9} | {'ratio':>5} | {'roofline':>8} |")
+    print(f"|{'-' * 14}|{'-' * 44}|{'-' * 11}|{'-' * 11}|{'-' * 7}|{'-' * 10}|")
     keys = []
     for r in rows:
         if (r[1], r[2]) not in keys:
@@ -272,9 +283,11 @@ def main():
     for dt, metric in keys:
         xs = [r[3] for r in rows if (r[1], r[2]) == (dt, metric)]
         ys = [r[4] for r in rows if (r[1], r[2]) == (dt, metric)]
+        rfs = [r[7] for r in rows if (r[1], r[2]) == (dt, metric) and r[7] is not None]
         ratios = [x / y for x, y in zip(xs, ys)]
         mx, my = statistics.median(xs), statistics.median(ys)
-        print(f"| {dt:<12} | {metric:<42} | {mx:9.1f} | {my:9.1f} | {mx / my:5.2f} |  per-round ratios "
+        rf = f"{statistics.median(rfs):7.1f}%" if rfs else f"{'':>8}"
+        print(f"| {dt:<12} | {metric:<42} | {mx:9.1f} | {my:9.1f} | {mx / my:5.2f} | {rf} |  per-round ratios "
               + ", ".join(f"{q:.2f}" for q in ratios))
 
 
