@@ -1,5 +1,6 @@
 // Paged attention (kernels/paged_attention.h) at batched-decode shapes: `seqs`
-// sequences, one query row each at position `ctx`, Llama 134M's heads (12 of 64),
+// sequences, one query row each at position `ctx`, Llama 134M's heads (12 of 64;
+// also Gemma's head_dim 256),
 // 12 layers' pools visited in turn as a decode step does, so K/V stream from memory
 // rather than sit in cache. Blocks of the sequences are interleaved in the pool, as
 // a cache that grew them together has them. Counter: K/V GB/s read.
@@ -17,11 +18,13 @@ namespace {
 
 using namespace distllm;
 
-constexpr int kLayers = 12, kHeads = 12, kHeadDim = 64, kBlock = 16;
+constexpr int kLayers = 12, kBlock = 16, kLayerWidth = 768;  // kv heads x head_dim per layer
 
-// Args: seqs, ctx (keys per query), dtype (0 f32, 1 bf16, 2 int8).
+// Args: seqs, ctx (keys per query), dtype (0 f32, 1 bf16, 2 int8), head_dim (the
+// heads then split 768 wide: 12 of 64, or Gemma's 3 of 256).
 void BM_PagedAttentionDecode(benchmark::State& state) {
   const int seqs = static_cast<int>(state.range(0)), ctx = static_cast<int>(state.range(1));
+  const int kHeadDim = static_cast<int>(state.range(3)), kHeads = kLayerWidth / kHeadDim;
   const DType dtype = state.range(2) == 0 ? DType::kF32 : state.range(2) == 1 ? DType::kBF16 : DType::kI8;
   const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
   const int64_t slice = static_cast<int64_t>(kernels::kv_head_bytes(dtype, kHeadDim));
@@ -60,7 +63,8 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
   const double bytes = 2.0 * seqs * ctx * kHeads * slice;
   state.counters["KV GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_PagedAttentionDecode)->ArgsProduct({{1, 8, 16}, {128, 512}, {0, 1, 2}})->UseRealTime();
+BENCHMARK(BM_PagedAttentionDecode)->ArgsProduct({{1, 8, 16}, {128, 512}, {0, 1, 2}, {64}})->UseRealTime();
+BENCHMARK(BM_PagedAttentionDecode)->ArgsProduct({{1, 8}, {512}, {0, 1}, {256}})->UseRealTime();
 
 }  // namespace
 

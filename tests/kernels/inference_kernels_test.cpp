@@ -313,7 +313,7 @@ struct StoredPools {
   StoredPools& operator=(const StoredPools&) = delete;
 };
 
-// head_dim 12 takes the generic path; 32, 64 and 128 the register-blocked ones.
+// head_dim 12 takes the generic path; 32, 64, 128 and 256 (Gemma) the register-blocked ones.
 class PagedAttention : public ::testing::TestWithParam<int> {};
 
 TEST_P(PagedAttention, MatchesNaive) {
@@ -603,7 +603,7 @@ TEST(KvLayout, Bf16SliceIsTheBf16Codec) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64, 128));
+INSTANTIATE_TEST_SUITE_P(HeadDims, PagedAttention, ::testing::Values(12, 32, 64, 128, 256));
 
 }  // namespace
 }  // namespace distllm::kernels

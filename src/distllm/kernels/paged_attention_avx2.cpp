@@ -329,6 +329,7 @@ void dispatch(const PagedKv& kv, const PagedQuery& q, int row, int n_rows, int g
     case 80: unit_fixed<10, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
     case 96: unit_fixed<12, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
     case 128: unit_fixed<16, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;
+    case 256: unit_fixed<32, T>(kv, q, row, n_rows, g0, g1, scores, inv_sum); return;  // Gemma
     default:
       for (int r = row; r < row + n_rows; ++r)
         for (int g = g0; g < g1; ++g) unit_generic<T>(kv, q, r, g, scores, inv_sum);
