@@ -36,6 +36,11 @@ ModelConfig config(ModelFamily f) {
     c.rope_scaling.short_factor = {1.0, 1.1, 1.3, 1.7, 2.0};
     c.rope_scaling.long_factor = {1.0, 2.5, 4.0, 7.0, 11.0};
   }
+  if (f == ModelFamily::kGemma2) {  // sandwich norms (1 + w), GeGLU, scaled embeddings, capped logits
+    c.head_dim = 8;
+    c.final_logit_softcap = 0.3f;
+  }
+  if (f == ModelFamily::kGemma3Text) c.head_dim = 12;  // and q/k norms (1 + w)
   c.normalize();
   return c;
 }
@@ -52,7 +57,8 @@ std::shared_ptr<Transformer> make_model(ModelFamily f) {
 }
 
 const auto kFamilies = ::testing::Values(ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kQwen2,
-                                         ModelFamily::kQwen3, ModelFamily::kPhi3);
+                                         ModelFamily::kQwen3, ModelFamily::kPhi3, ModelFamily::kGemma2,
+                                         ModelFamily::kGemma3Text);
 
 std::string family_name(ModelFamily f) { return family_def(f).name(); }
 

@@ -101,6 +101,15 @@ std::vector<Case> cases() {
          c.rope_scaling.short_factor = {1.0, 1.2, 1.5, 2.0};
          c.rope_scaling.long_factor = {1.0, 3.0, 6.0, 12.0};
        }), 2, 40},
+      // Gemma: (1 + w) sandwich norms, GeGLU, scaled embeddings; the final cap small
+      // enough that the tanh bends the logits of these small weights.
+      {"gemma2_tied_final_softcap", variant(llama(2, 4, 2, 32, 48, 1000, 64, true, 12), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma2;
+         c.final_logit_softcap = 0.15f;
+       }), 2, 20},
+      {"gemma3_qk_norm_untied", variant(llama(3, 4, 1, 32, 48, 1000, 64, false, 16), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma3Text;  // q/k norms (1 + w)
+       }), 2, 17},
   };
 }
 
