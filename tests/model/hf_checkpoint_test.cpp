@@ -10,6 +10,7 @@
 
 #include "distllm/base/error.h"
 #include "distllm/base/memory_stats.h"
+#include "distllm/base/rng.h"
 #include "distllm/io/file_util.h"
 #include "distllm/io/safetensors.h"
 #include "distllm/model/hf_checkpoint.h"
@@ -69,7 +70,7 @@ std::string error_of(const std::function<void()>& fn) {
 }
 
 TEST_F(HfDir, SaveLoadRoundTripIsExactIncludingShards) {
-  for (auto f : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+  for (auto f : {ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kGemma3Text}) {
     for (uint64_t shard : {0ull, 20000ull}) {
       Transformer m(small_config(f));
       m.init_weights(11);
@@ -93,12 +94,17 @@ TEST_F(HfDir, SaveLoadRoundTripIsExactIncludingShards) {
 
 TEST_F(HfDir, DistllmSaveLoadsInPyTorchReferenceWithSameLogits) {
   DISTLLM_SKIP_WITHOUT_TORCH();
-  for (auto f : {ModelFamily::kGpt2, ModelFamily::kLlama}) {
+  for (auto f : {ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kGemma2, ModelFamily::kGemma3Text}) {
     Transformer m(small_config(f));
     m.init_weights(21);
+    // Norm weights off their initial values (Gemma's start at 0, the identity).
+    CounterRng rng(5);
+    for (const auto& t : m.layout().tensors())
+      if (t.shape.size() == 1)
+        for (int64_t i = 0; i < t.numel; ++i) m.params()[t.offset + i] += 0.2f * rng.normal();
     std::string d = join_path(dir_, "ours");
     SaveOptions opt;
-    opt.max_shard_bytes = f == ModelFamily::kLlama ? 30000 : 0;
+    opt.max_shard_bytes = f == ModelFamily::kGpt2 ? 0 : 30000;
     save_hf_model(m, d, opt);
     std::vector<int32_t> tokens(2 * 13);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % 333);
@@ -124,7 +130,9 @@ TEST_F(HfDir, PyTorchReferenceSavesLoadIntoDistllmWithSameLogits) {
                     Variant{"llama", "--bf16"}, Variant{"llama", "--shards 2"}, Variant{"llama31", "--bf16"},
                     Variant{"qwen2", ""}, Variant{"qwen2", "--bf16 --shards 2"}, Variant{"qwen3", ""},
                     Variant{"qwen3", "--bf16"}, Variant{"phi3", ""}, Variant{"phi3", "--bf16 --shards 2"},
-                    Variant{"mistral", ""}, Variant{"mistral", "--bf16 --shards 2"}}) {
+                    Variant{"mistral", ""}, Variant{"mistral", "--bf16 --shards 2"},
+                    Variant{"gemma2", ""}, Variant{"gemma2", "--bf16 --shards 2"}, Variant{"gemma3", ""},
+                    Variant{"gemma3", "--bf16"}}) {
     SCOPED_TRACE(std::string(v.family) + " " + v.flags);
     std::string d = join_path(dir_, "theirs");
     ASSERT_EQ(testing::run_reference("hf_roundtrip.py", "make " + d + " " + v.family + " " + v.flags), 0);

@@ -109,6 +109,31 @@ std::vector<Case> cases() {
          c.rope_scaling.short_factor = {1.0, 1.2, 1.5, 2.0};
          c.rope_scaling.long_factor = {1.0, 3.0, 6.0, 12.0};
        }), 2, 40},
+      // Gemma: (1 + w) sandwich norms, GeGLU, scaled embeddings; the final cap small
+      // enough that the tanh bends the logits of these small weights.
+      {"gemma2_tied_final_softcap", variant(llama(2, 4, 2, 32, 48, 1000, 64, true, 12), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma2;
+         c.final_logit_softcap = 0.15f;
+       }), 2, 20},
+      {"gemma3_qk_norm_untied", variant(llama(3, 4, 1, 32, 48, 1000, 64, false, 16), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma3Text;  // q/k norms (1 + w)
+       }), 2, 17},
+      // Gemma 2's attention as it ships: local (even) layers with a 5-key window,
+      // scores scaled by query_pre_attn_scalar^-1/2 and soft-capped, capped logits.
+      {"gemma2_window_softcaps", variant(llama(2, 4, 2, 32, 48, 1000, 64, true, 12), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma2;
+         c.sliding_window = 5;
+         c.attn_logit_softcap = 0.5f, c.final_logit_softcap = 0.15f;
+         c.query_pre_attn_scalar = 20.0f;
+       }), 2, 20},
+      // Gemma 3: five local layers to one global (layer 5 of 7), local layers rotated
+      // with their own base (10^4) and a 4-key window, global ones with rope_theta 10^6.
+      {"gemma3_local_global", variant(llama(7, 4, 2, 32, 48, 1000, 64, false, 16), [](ModelConfig& c) {
+         c.family = ModelFamily::kGemma3Text;
+         c.sliding_window = 4;
+         c.rope_theta = 1e6, c.rope_local_theta = 1e4;
+         c.query_pre_attn_scalar = 24.0f;
+       }), 2, 19},
   };
 }
 

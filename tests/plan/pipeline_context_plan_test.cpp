@@ -21,7 +21,8 @@ ModelConfig model(ModelFamily family, bool tied) {
   ModelConfig c;
   c.family = family;
   c.n_layer = 6, c.n_head = 4, c.n_embd = 64, c.vocab_size = 300, c.max_position = 128;
-  if (family == ModelFamily::kLlama) c.n_kv_head = 2, c.intermediate_size = 96;
+  if (family != ModelFamily::kGpt2) c.n_kv_head = 2, c.intermediate_size = 96;
+  if (family == ModelFamily::kGemma2) c.final_logit_softcap = 30.0f;  // sandwich norms and a capped head
   c.tie_embeddings = tied;
   c.normalize();
   return c;
@@ -40,7 +41,7 @@ plan::PlanInput input(const ModelConfig& c, int pp, int cp, int m = 1) {
 plan::Estimate estimate(const plan::PlanInput& in) { return plan::estimate(in, plan::MachineRates{}); }
 
 TEST(PlanPipeline, ActivationsEqualWhatEachStageGraphAllocates) {
-  for (ModelFamily f : {ModelFamily::kGpt2, ModelFamily::kLlama})
+  for (ModelFamily f : {ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kGemma2})
     for (int every : {0, 2})
       for (int p : {1, 2, 3, 6}) {
         const ModelConfig c = model(f, f == ModelFamily::kGpt2);

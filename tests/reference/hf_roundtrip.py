@@ -6,7 +6,7 @@ usage:
       model.safetensors or index + shards, any float dtype) with this script's own
       reader and writes the reference logits for `tokens` [B, T].
   hf_roundtrip.py make MODEL_DIR FAMILY [--bf16] [--shards N] [--no-prefix]
-      (FAMILY: gpt2, llama, llama31, qwen2, qwen3, phi3)
+      (FAMILY: gpt2, llama, llama31, qwen2, qwen3, phi3, gemma2, gemma3)
       Creates a random model with Hugging Face names, saves it as a model directory
       (optionally bf16 and/or sharded; GPT-2 optionally without the "transformer."
       prefix, as GPT2Model saves), and writes expected.safetensors with tokens and the
@@ -53,6 +53,38 @@ def cmd_logits(model_dir, tokens_path, out_path):
     st.save(out_path, {"logits": logits.reshape(-1, cfg.vocab).numpy()})
 
 
+def gemma_dir(family, bf16):
+    """config.json and tensor shapes of a Gemma2ForCausalLM or Gemma3ForCausalLM as transformers
+    writes them (tied head, sandwich norms; Gemma 3 with q/k norms)."""
+    C, V, I, D, L = 48, 300, 80, 16, 2
+    cfgj = {"vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": D, "intermediate_size": I, "max_position_embeddings": 64,
+            "rms_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+            "attention_bias": False, "attention_dropout": 0.0, "query_pre_attn_scalar": D, "sliding_window": 64,
+            "cache_implementation": "hybrid", "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1,
+            "pad_token_id": 0, "initializer_range": 0.02, "use_cache": True,
+            "torch_dtype": "bfloat16" if bf16 else "float32"}
+    if family == "gemma2":
+        cfgj.update({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "rope_theta": 10000.0,
+                     "attn_logit_softcapping": None, "final_logit_softcapping": 30.0})
+    else:
+        cfgj.update({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "rope_theta": 10000.0,
+                     "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6, "rope_scaling": None,
+                     "attn_logit_softcapping": None, "final_logit_softcapping": None})
+    shapes = {"model.embed_tokens.weight": (V, C), "model.norm.weight": (C,)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (C,), p + "self_attn.q_proj.weight": (4 * D, C),
+                       p + "self_attn.k_proj.weight": (2 * D, C), p + "self_attn.v_proj.weight": (2 * D, C),
+                       p + "self_attn.o_proj.weight": (C, 4 * D), p + "post_attention_layernorm.weight": (C,),
+                       p + "pre_feedforward_layernorm.weight": (C,), p + "post_feedforward_layernorm.weight": (C,),
+                       p + "mlp.gate_proj.weight": (I, C), p + "mlp.up_proj.weight": (I, C),
+                       p + "mlp.down_proj.weight": (C, I)})
+        if family == "gemma3":
+            shapes.update({p + "self_attn.q_norm.weight": (D,), p + "self_attn.k_norm.weight": (D,)})
+    return cfgj, shapes
+
+
 def cmd_make(model_dir, family, bf16, shards, no_prefix):
     torch.manual_seed(3)
     if family == "gpt2":
@@ -69,6 +101,9 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
                            p + "attn.c_proj.bias": (C,), p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
                            p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
                            p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,)})
+    elif family in ("gemma2", "gemma3"):
+        cfgj, shapes = gemma_dir(family, bf16)
+        C, V = 48, 300
     else:
         # The Llama lineage as transformers writes it (unknown keys are ignored by readers):
         # llama, llama31 (Llama 3.1's rope_scaling, tied embeddings), qwen2 (q/k/v biases),
@@ -120,8 +155,8 @@ def cmd_make(model_dir, family, bf16, shards, no_prefix):
     weights = {}
     for name, shape in shapes.items():
         t = torch.randn(*shape) * (0.5 if len(shape) == 1 else 0.05)
-        if len(shape) == 1 and name.endswith("weight"):
-            t += 1.0
+        if len(shape) == 1 and name.endswith("weight") and not family.startswith("gemma"):
+            t += 1.0  # Gemma stores its norm weights as offsets from 1
         weights[name] = t.numpy()
     if bf16:  # round through bf16 so the expected logits use exactly the stored values
         for k, v in weights.items():

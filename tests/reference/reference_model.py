@@ -1,10 +1,12 @@
-"""Plain-PyTorch GPT-2 and the Llama lineage (Llama with rope_scaling and biases, Mistral,
-Qwen2, Qwen3, Phi-3; no transformers package), written from the architecture descriptions and
-transformers' modeling code, used as the numerical reference for distllm.
+"""Plain-PyTorch GPT-2, the Llama lineage (Llama with rope_scaling and biases, Mistral,
+Qwen2, Qwen3, Phi-3) and Gemma 2 / Gemma 3 text (no transformers package), written from the
+architecture descriptions and transformers' modeling code, used as the numerical reference
+for distllm.
 
 Parameters are a dict keyed by Hugging Face names with Hugging Face shapes.
 """
 import math
+import types
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +24,8 @@ class Config:
             self.D = self.C // self.H
             self.eps = j.get("layer_norm_epsilon", 1e-5)
             self.tied = True
+        elif self.family in GEMMA:
+            _gemma_config(self, j)
         else:  # the Llama lineage: llama, qwen2, qwen3, phi3
             self.vocab = j["vocab_size"]
             self.C = j["hidden_size"]
@@ -46,6 +50,43 @@ class Config:
             self.window = window if window and window < self.max_pos else 0
 
 
+GEMMA = ("gemma2", "gemma3_text")
+
+
+def _gemma_config(cfg, j):
+    """Gemma2Config / Gemma3TextConfig fields, with transformers' defaults."""
+    gemma3 = cfg.family == "gemma3_text"
+    cfg.vocab = j["vocab_size"]
+    cfg.C = j["hidden_size"]
+    cfg.L = j["num_hidden_layers"]
+    cfg.H = j["num_attention_heads"]
+    cfg.KV = j.get("num_key_value_heads", cfg.H)
+    cfg.D = j.get("head_dim") or 256
+    cfg.I = j["intermediate_size"]
+    cfg.eps = j.get("rms_norm_eps", 1e-6)
+    cfg.theta = j.get("rope_theta", 1000000.0 if gemma3 else 10000.0)
+    cfg.tied = j.get("tie_word_embeddings", True)
+    cfg.max_pos = j.get("max_position_embeddings", 131072 if gemma3 else 8192)
+    cfg.rope_scaling = j.get("rope_scaling") or None
+    cfg.original_max_pos = None
+    cfg.scalar = j.get("query_pre_attn_scalar", 256)
+    cfg.window = j.get("sliding_window") or 4096
+    cfg.attn_cap = j.get("attn_logit_softcapping") or 0.0
+    cfg.final_cap = j.get("final_logit_softcapping") or 0.0
+    cfg.qk_norm = gemma3
+    # Local (sliding-window) layers: layer_types, else Gemma 2's even layers or Gemma 3's
+    # every layer but each sliding_window_pattern-th.
+    if j.get("layer_types"):
+        cfg.sliding = [t == "sliding_attention" for t in j["layer_types"]]
+    elif gemma3:
+        pattern = j.get("sliding_window_pattern", 6)
+        cfg.sliding = [(i + 1) % pattern != 0 for i in range(cfg.L)]
+    else:
+        cfg.sliding = [i % 2 == 0 for i in range(cfg.L)]
+    # Gemma 3's local layers rotate with their own base and no scaling.
+    cfg.local_theta = j.get("rope_local_base_freq", 10000.0) if gemma3 else None
+
+
 def _attention(q, k, v, n_rep, scale=None, window=0, softcap=0.0):
     """q: (B, H, T, D); k, v: (B, KV, T, D). Causal; with `window` a query at i sees
     keys j with i - j < window (transformers' sliding-window mask); `softcap` maps the
@@ -66,6 +107,11 @@ def _attention(q, k, v, n_rep, scale=None, window=0, softcap=0.0):
 
 def _rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def _gemma_norm(x, w, eps):
+    """Gemma's RMSNorm: the stored weight is an offset from 1."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
 
 
 def _rotate_half(x):
@@ -137,8 +183,52 @@ def _linear(x, p, name, bias):
     return y + p[name + ".bias"] if bias else y
 
 
+def _gemma_forward(cfg, p, idx):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM: sandwich norms (1 + w), GeGLU with the tanh GELU,
+    embeddings times sqrt(hidden), local and global layers, soft-capping."""
+    B, T = idx.shape
+    x = p["model.embed_tokens.weight"][idx] * torch.tensor(cfg.C ** 0.5, dtype=torch.float32)
+    cos, sin = _rope(cfg, T)
+    if cfg.local_theta:
+        local = types.SimpleNamespace(D=cfg.D, theta=cfg.local_theta, rope_scaling=None, max_pos=cfg.max_pos,
+                                      original_max_pos=None)
+        cos_local, sin_local = _rope(local, T)
+    else:
+        cos_local, sin_local = cos, sin
+    for i in range(cfg.L):
+        pre = f"model.layers.{i}."
+        h = _gemma_norm(x, p[pre + "input_layernorm.weight"], cfg.eps)
+        q = _linear(h, p, pre + "self_attn.q_proj", False).view(B, T, cfg.H, cfg.D)
+        k = _linear(h, p, pre + "self_attn.k_proj", False).view(B, T, cfg.KV, cfg.D)
+        v = _linear(h, p, pre + "self_attn.v_proj", False).view(B, T, cfg.KV, cfg.D)
+        if cfg.qk_norm:
+            q = _gemma_norm(q, p[pre + "self_attn.q_norm.weight"], cfg.eps)
+            k = _gemma_norm(k, p[pre + "self_attn.k_norm.weight"], cfg.eps)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        c, s = (cos_local, sin_local) if cfg.sliding[i] else (cos, sin)
+        q = q * c + _rotate_half(q) * s
+        k = k * c + _rotate_half(k) * s
+        y = _attention(q, k, v, cfg.H // cfg.KV, scale=cfg.scalar ** -0.5,
+                       window=cfg.window if cfg.sliding[i] else 0, softcap=cfg.attn_cap)
+        y = _linear(y.transpose(1, 2).reshape(B, T, cfg.H * cfg.D), p, pre + "self_attn.o_proj", False)
+        x = x + _gemma_norm(y, p[pre + "post_attention_layernorm.weight"], cfg.eps)
+        h = _gemma_norm(x, p[pre + "pre_feedforward_layernorm.weight"], cfg.eps)
+        g = _linear(h, p, pre + "mlp.gate_proj", False)
+        u = _linear(h, p, pre + "mlp.up_proj", False)
+        y = _linear(F.gelu(g, approximate="tanh") * u, p, pre + "mlp.down_proj", False)
+        x = x + _gemma_norm(y, p[pre + "post_feedforward_layernorm.weight"], cfg.eps)
+    x = _gemma_norm(x, p["model.norm.weight"], cfg.eps)
+    head = p["model.embed_tokens.weight"] if cfg.tied else p["lm_head.weight"]
+    logits = x @ head.t()
+    if cfg.final_cap:
+        logits = torch.tanh(logits / cfg.final_cap) * cfg.final_cap
+    return logits
+
+
 def forward(cfg, p, idx):
     """idx: (B, T) int64 -> logits (B, T, V)."""
+    if cfg.family in GEMMA:
+        return _gemma_forward(cfg, p, idx)
     B, T = idx.shape
     if cfg.family == "gpt2":
         x = p["transformer.wte.weight"][idx] + p["transformer.wpe.weight"][torch.arange(T)]

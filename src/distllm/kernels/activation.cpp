@@ -15,22 +15,40 @@ constexpr float kGeluCoeff = 0.044715f;
 
 namespace scalar {
 
+namespace {
+
+inline float gelu(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+
+inline float gelu_grad(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  float t = std::tanh(u);
+  float sech2 = 1.0f - t * t;
+  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * du;
+}
+
+}  // namespace
+
 void gelu_forward(float* out, const float* inp, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-    out[i] = 0.5f * x * (1.0f + std::tanh(u));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-    float t = std::tanh(u);
-    float sech2 = 1.0f - t * t;
-    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
-    dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+  for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_grad(inp[i]);
+}
+
+void geglu_row(float* out, const float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) out[i] = gelu(gate[i]) * up[i];
+}
+
+void geglu_backward_row(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i], d = dout[i];
+    dup[i] = d * gelu(g);
+    dgate[i] = d * up[i] * gelu_grad(g);
   }
 }
 
@@ -96,6 +114,23 @@ void swiglu_backward(float* dgate_up, const float* gate_up, const float* dout, i
     const float* g = gate_up + r * 2 * I;
     float* dg = dgate_up + r * 2 * I;
     (simd ? avx2::swiglu_backward_row : scalar::swiglu_backward_row)(dg, dg + I, g, g + I, dout + r * I, I);
+  });
+}
+
+void geglu_forward(float* out, const float* gate_up, int64_t rows, int I) {
+  bool simd = use_avx2();
+  parallel_for(0, rows, [&](int64_t r) {
+    const float* g = gate_up + r * 2 * I;
+    (simd ? avx2::geglu_row : scalar::geglu_row)(out + r * I, g, g + I, I);
+  });
+}
+
+void geglu_backward(float* dgate_up, const float* gate_up, const float* dout, int64_t rows, int I) {
+  bool simd = use_avx2();
+  parallel_for(0, rows, [&](int64_t r) {
+    const float* g = gate_up + r * 2 * I;
+    float* dg = dgate_up + r * 2 * I;
+    (simd ? avx2::geglu_backward_row : scalar::geglu_backward_row)(dg, dg + I, g, g + I, dout + r * I, I);
   });
 }
 

@@ -49,19 +49,49 @@ void layernorm_param_grad_row(float* dw, float* db, const float* dout, const flo
   }
 }
 
-void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+namespace {
+
+// The weight a row is scaled by: w, or 1 + w for Gemma's norm.
+template <bool kPlusOne>
+inline float norm_weight(const float* w, int i) {
+  if constexpr (kPlusOne) return 1.0f + w[i];
+  else return w[i];
+}
+
+template <bool kPlusOne>
+void rmsnorm_row_impl(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
   float ss = 0.0f;
   for (int i = 0; i < C; ++i) ss += x[i] * x[i];
   float rstd = 1.0f / std::sqrt(ss / C + eps);
-  for (int i = 0; i < C; ++i) out[i] = x[i] * rstd * w[i];
+  for (int i = 0; i < C; ++i) out[i] = x[i] * rstd * norm_weight<kPlusOne>(w, i);
   if (rstd_out) *rstd_out = rstd;
 }
 
-void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
+template <bool kPlusOne>
+void rmsnorm_backward_row_impl(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
   float gx = 0.0f;
-  for (int i = 0; i < C; ++i) gx += dout[i] * w[i] * x[i];
+  for (int i = 0; i < C; ++i) gx += dout[i] * norm_weight<kPlusOne>(w, i) * x[i];
   float coef = rstd * rstd * gx / C;
-  for (int i = 0; i < C; ++i) dx[i] += rstd * (dout[i] * w[i] - x[i] * coef);
+  for (int i = 0; i < C; ++i) dx[i] += rstd * (dout[i] * norm_weight<kPlusOne>(w, i) - x[i] * coef);
+}
+
+}  // namespace
+
+void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+  rmsnorm_row_impl<false>(out, rstd_out, x, w, C, eps);
+}
+
+void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
+  rmsnorm_backward_row_impl<false>(dx, dout, x, w, rstd, C);
+}
+
+void rmsnorm_plus_one_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+  rmsnorm_row_impl<true>(out, rstd_out, x, w, C, eps);
+}
+
+void rmsnorm_plus_one_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd,
+                                   int C) {
+  rmsnorm_backward_row_impl<true>(dx, dout, x, w, rstd, C);
 }
 
 void rmsnorm_param_grad_row(float* dw, const float* dout, const float* x, float rstd, int n) {
@@ -113,27 +143,50 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   });
 }
 
+namespace {
+
+using RmsRow = void (*)(float*, float*, const float*, const float*, int, float);
+using RmsBackwardRow = void (*)(float*, const float*, const float*, const float*, float, int);
+
+void rmsnorm_rows(RmsRow row, float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                  float eps) {
+  parallel_for(0, N, [&](int64_t n) { row(out + n * C, rstd ? rstd + n : nullptr, inp + n * C, weight, C, eps); });
+}
+
+void rmsnorm_backward_rows(RmsBackwardRow row, float* dinp, float* dweight, const float* dout, const float* inp,
+                           const float* weight, const float* rstd, int64_t N, int C) {
+  parallel_for(0, N, [&](int64_t n) { row(dinp + n * C, dout + n * C, inp + n * C, weight, rstd[n], C); });
+  if (dweight == nullptr) return;
+  const bool simd = use_avx2();
+  for_column_blocks(C, [&](int c0, int c1) {
+    auto grad = simd ? avx2::rmsnorm_param_grad_row : scalar::rmsnorm_param_grad_row;
+    for (int64_t n = 0; n < N; ++n) grad(dweight + c0, dout + n * C + c0, inp + n * C + c0, rstd[n], c1 - c0);
+  });
+}
+
+}  // namespace
+
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
                      float eps) {
-  bool simd = use_avx2();
-  parallel_for(0, N, [&](int64_t n) {
-    auto row = simd ? avx2::rmsnorm_row : scalar::rmsnorm_row;
-    row(out + n * C, rstd ? rstd + n : nullptr, inp + n * C, weight, C, eps);
-  });
+  rmsnorm_rows(use_avx2() ? avx2::rmsnorm_row : scalar::rmsnorm_row, out, rstd, inp, weight, N, C, eps);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int C) {
-  bool simd = use_avx2();
-  parallel_for(0, N, [&](int64_t n) {
-    auto row = simd ? avx2::rmsnorm_backward_row : scalar::rmsnorm_backward_row;
-    row(dinp + n * C, dout + n * C, inp + n * C, weight, rstd[n], C);
-  });
-  if (dweight == nullptr) return;
-  for_column_blocks(C, [&](int c0, int c1) {
-    auto row = simd ? avx2::rmsnorm_param_grad_row : scalar::rmsnorm_param_grad_row;
-    for (int64_t n = 0; n < N; ++n) row(dweight + c0, dout + n * C + c0, inp + n * C + c0, rstd[n], c1 - c0);
-  });
+  rmsnorm_backward_rows(use_avx2() ? avx2::rmsnorm_backward_row : scalar::rmsnorm_backward_row, dinp, dweight, dout,
+                        inp, weight, rstd, N, C);
+}
+
+void rmsnorm_plus_one_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                              float eps) {
+  rmsnorm_rows(use_avx2() ? avx2::rmsnorm_plus_one_row : scalar::rmsnorm_plus_one_row, out, rstd, inp, weight, N, C,
+               eps);
+}
+
+void rmsnorm_plus_one_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                               const float* weight, const float* rstd, int64_t N, int C) {
+  rmsnorm_backward_rows(use_avx2() ? avx2::rmsnorm_plus_one_backward_row : scalar::rmsnorm_plus_one_backward_row,
+                        dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 
 void head_rmsnorm_forward(float* x, int64_t rows, int64_t stride, int heads, int D, const float* weight, float eps,

@@ -1,4 +1,5 @@
-// LayerNorm (GPT-2) and RMSNorm (Llama), forward and backward, over N rows of C.
+// LayerNorm (GPT-2) and RMSNorm (Llama; Gemma's scaled by 1 + w), forward and
+// backward, over N rows of C.
 // Backward accumulates (+=) into dinp, dweight and dbias so residual-stream and
 // micro-batch gradients add up without extra passes.
 #pragma once
@@ -18,6 +19,14 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
                      float eps);
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int C);
+
+// Gemma's RMSNorm: out = x * rstd * (1 + w). The stored weight is the offset from
+// the identity (a zero weight passes the normalised row through), as Hugging Face
+// keeps it; d(weight) is the same as the plain norm's.
+void rmsnorm_plus_one_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                              float eps);
+void rmsnorm_plus_one_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                               const float* weight, const float* rstd, int64_t N, int C);
 
 // RMSNorm of every head: `heads` consecutive D-wide slices of each of `rows` rows
 // (row stride `stride` floats), in place, one weight vector [D] shared by the heads
@@ -42,6 +51,10 @@ void head_rmsnorm_backward(float* d, int64_t rows, int64_t stride, int heads, in
   void rmsnorm_row(float* out, float* rstd, const float* x, const float* w, int C, float eps);      \
   void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, \
                             int C);                                                                 \
+  /* the same with the weight 1 + w */                                                              \
+  void rmsnorm_plus_one_row(float* out, float* rstd, const float* x, const float* w, int C, float eps); \
+  void rmsnorm_plus_one_backward_row(float* dx, const float* dout, const float* x, const float* w,  \
+                                     float rstd, int C);                                            \
   /* dw[c] += dout[c] * x[c] * rstd */                                                              \
   void rmsnorm_param_grad_row(float* dw, const float* dout, const float* x, float rstd, int n);
 

@@ -76,7 +76,17 @@ void layernorm_param_grad_row(float* dw, float* db, const float* dout, const flo
   });
 }
 
-void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+namespace {
+
+// The weight a row is scaled by: w, or 1 + w for Gemma's norm.
+template <bool kPlusOne>
+inline __m256 norm_weight(const float* w, __m256i m) {
+  if constexpr (kPlusOne) return _mm256_add_ps(_mm256_set1_ps(1.0f), load(w, m));
+  else return load(w, m);
+}
+
+template <bool kPlusOne>
+void rmsnorm_row_impl(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
   __m256 acc = _mm256_setzero_ps();
   each8(C, [&](int i, __m256i m) {
     __m256 v = load(x + i, m);
@@ -85,22 +95,43 @@ void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, in
   float rstd = 1.0f / std::sqrt(simd::hsum(acc) / C + eps);
   __m256 vrstd = _mm256_set1_ps(rstd);
   each8(C, [&](int i, __m256i m) {
-    store(out + i, m, _mm256_mul_ps(_mm256_mul_ps(load(x + i, m), vrstd), load(w + i, m)));
+    store(out + i, m, _mm256_mul_ps(_mm256_mul_ps(load(x + i, m), vrstd), norm_weight<kPlusOne>(w + i, m)));
   });
   if (rstd_out) *rstd_out = rstd;
 }
 
-void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
+template <bool kPlusOne>
+void rmsnorm_backward_row_impl(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
   __m256 acc = _mm256_setzero_ps();
   each8(C, [&](int i, __m256i m) {
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(load(dout + i, m), load(w + i, m)), load(x + i, m), acc);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(load(dout + i, m), norm_weight<kPlusOne>(w + i, m)), load(x + i, m), acc);
   });
   __m256 coef = _mm256_set1_ps(rstd * rstd * simd::hsum(acc) / C);
   __m256 vrstd = _mm256_set1_ps(rstd);
   each8(C, [&](int i, __m256i m) {
-    __m256 g = _mm256_fnmadd_ps(load(x + i, m), coef, _mm256_mul_ps(load(dout + i, m), load(w + i, m)));
+    __m256 g =
+        _mm256_fnmadd_ps(load(x + i, m), coef, _mm256_mul_ps(load(dout + i, m), norm_weight<kPlusOne>(w + i, m)));
     store(dx + i, m, _mm256_fmadd_ps(vrstd, g, load(dx + i, m)));
   });
+}
+
+}  // namespace
+
+void rmsnorm_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+  rmsnorm_row_impl<false>(out, rstd_out, x, w, C, eps);
+}
+
+void rmsnorm_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd, int C) {
+  rmsnorm_backward_row_impl<false>(dx, dout, x, w, rstd, C);
+}
+
+void rmsnorm_plus_one_row(float* out, float* rstd_out, const float* x, const float* w, int C, float eps) {
+  rmsnorm_row_impl<true>(out, rstd_out, x, w, C, eps);
+}
+
+void rmsnorm_plus_one_backward_row(float* dx, const float* dout, const float* x, const float* w, float rstd,
+                                   int C) {
+  rmsnorm_backward_row_impl<true>(dx, dout, x, w, rstd, C);
 }
 
 void rmsnorm_param_grad_row(float* dw, const float* dout, const float* x, float rstd, int n) {

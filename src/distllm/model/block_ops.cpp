@@ -12,6 +12,7 @@ void block_norm_forward(NormKind kind, float* out, float* mean, float* rstd, con
   switch (kind) {
     case NormKind::kLayerNorm: layernorm_forward(out, mean, rstd, in, weight, bias, rows, C, eps); return;
     case NormKind::kRmsNorm: rmsnorm_forward(out, rstd, in, weight, rows, C, eps); return;
+    case NormKind::kRmsNormPlusOne: rmsnorm_plus_one_forward(out, rstd, in, weight, rows, C, eps); return;
   }
 }
 
@@ -20,6 +21,7 @@ void block_norm_backward(NormKind kind, float* din, float* dweight, float* dbias
   switch (kind) {
     case NormKind::kLayerNorm: layernorm_backward(din, dweight, dbias, dout, in, weight, mean, rstd, rows, C); return;
     case NormKind::kRmsNorm: rmsnorm_backward(din, dweight, dout, in, weight, rstd, rows, C); return;
+    case NormKind::kRmsNormPlusOne: rmsnorm_plus_one_backward(din, dweight, dout, in, weight, rstd, rows, C); return;
   }
 }
 
@@ -27,6 +29,7 @@ void mlp_activation_forward(MlpKind kind, float* act, const float* in, int64_t r
   switch (kind) {
     case MlpKind::kGeluTanh: gelu_forward(act, in, rows * I); return;
     case MlpKind::kSwiGlu: swiglu_forward(act, in, rows, I); return;
+    case MlpKind::kGeGluTanh: geglu_forward(act, in, rows, I); return;
   }
 }
 
@@ -34,6 +37,7 @@ void mlp_activation_backward(MlpKind kind, float* din, const float* in, const fl
   switch (kind) {
     case MlpKind::kGeluTanh: gelu_backward(din, in, dact, rows * I); return;
     case MlpKind::kSwiGlu: swiglu_backward(din, in, dact, rows, I); return;
+    case MlpKind::kGeGluTanh: geglu_backward(din, in, dact, rows, I); return;
   }
 }
 

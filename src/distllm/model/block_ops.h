@@ -16,6 +16,10 @@ void block_norm_forward(NormKind kind, float* out, float* mean, float* rstd, con
 void block_norm_backward(NormKind kind, float* din, float* dweight, float* dbias, const float* dout, const float* in,
                          const float* weight, const float* mean, const float* rstd, int64_t rows, int C);
 
+// The value of a norm weight that leaves a normalised row unchanged: 1, or 0 for
+// kRmsNormPlusOne (whose rows are scaled by 1 + w). Initialisation starts there.
+inline float identity_norm_weight(NormKind kind) { return kind == NormKind::kRmsNormPlusOne ? 0.0f : 1.0f; }
+
 // act [rows, I] from the MLP's input projection `in` [rows, I] (or gate|up [rows, 2I]).
 void mlp_activation_forward(MlpKind kind, float* act, const float* in, int64_t rows, int I);
 // d(in) (overwritten) from d(act).

@@ -7,10 +7,15 @@
 
 namespace distllm {
 
-enum class NormKind { kLayerNorm, kRmsNorm };
+enum class NormKind {
+  kLayerNorm,
+  kRmsNorm,
+  kRmsNormPlusOne,  // x * rstd * (1 + w): Gemma's, the stored w an offset from the identity
+};
 enum class MlpKind {
-  kGeluTanh,  // act(x W_in) W_out, GELU with the tanh approximation
-  kSwiGlu,    // (silu(x W_gate) * (x W_up)) W_down, gate|up as one [2I, C] matrix
+  kGeluTanh,   // act(x W_in) W_out, GELU with the tanh approximation
+  kSwiGlu,     // (silu(x W_gate) * (x W_up)) W_down, gate|up as one [2I, C] matrix
+  kGeGluTanh,  // (gelu_tanh(x W_gate) * (x W_up)) W_down, stored as kSwiGlu's (Gemma)
 };
 enum class PositionKind { kLearned, kRotary };
 
@@ -23,8 +28,15 @@ struct BlockSpec {
   kernels::WeightLayout linear_layout = kernels::WeightLayout::kOutIn;
   // RMSNorm of each head of q and k (weights [head_dim]) before the rotation (Qwen3).
   bool qk_norm = false;
+  // "Sandwich" norms (Gemma 2/3): each branch's output is normed again before the
+  // residual add, x + post_norm(branch(pre_norm(x))), with its own weights.
+  bool post_norms = false;
+  // The token embedding is multiplied by sqrt(n_embd) (Gemma; the tied head reads the
+  // unscaled table).
+  bool scaled_embedding = false;
 
-  bool gated_mlp() const { return mlp == MlpKind::kSwiGlu; }  // W_in holds gate|up: 2I rows
+  // W_in holds gate|up: 2I rows
+  bool gated_mlp() const { return mlp == MlpKind::kSwiGlu || mlp == MlpKind::kGeGluTanh; }
   bool rotary() const { return positions == PositionKind::kRotary; }
   bool learned_positions() const { return positions == PositionKind::kLearned; }
 };

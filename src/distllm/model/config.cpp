@@ -155,6 +155,10 @@ std::string ModelConfig::family_name() const { return family_def(family).name();
 
 BlockSpec ModelConfig::block() const { return family_def(family).block(*this); }
 
+float ModelConfig::embedding_scale() const {
+  return block().scaled_embedding ? static_cast<float>(std::sqrt(static_cast<double>(n_embd))) : 1.0f;
+}
+
 namespace {
 
 // Where a model's parameters are: the parts a field scales. int64 cannot overflow

@@ -13,7 +13,7 @@
 
 namespace distllm {
 
-enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kPhi3, kMistral };
+enum class ModelFamily { kGpt2, kLlama, kQwen2, kQwen3, kPhi3, kMistral, kGemma2, kGemma3Text };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt2;
@@ -52,6 +52,9 @@ struct ModelConfig {
   int mlp_in_dim() const { return block().gated_mlp() ? 2 * intermediate_size : intermediate_size; }
   int mlp_act_dim() const { return intermediate_size; }
   bool is_gpt2() const { return family == ModelFamily::kGpt2; }
+  // What the token embedding is multiplied by: sqrt(n_embd) rounded to f32 with a
+  // scaled_embedding block (as transformers casts it to the activations' dtype), else 1.
+  float embedding_scale() const;
   std::string family_name() const;  // the Hugging Face model_type
   // The family's block (family.h): norm, MLP, positions, matrix storage.
   BlockSpec block() const;

@@ -7,7 +7,8 @@
 namespace distllm {
 
 std::vector<const FamilyDef*> all_families() {
-  return {&gpt2_family(), &llama_family(), &qwen2_family(), &qwen3_family(), &phi3_family(), &mistral_family()};
+  return {&gpt2_family(),    &llama_family(),   &qwen2_family(),  &qwen3_family(),
+          &phi3_family(),    &mistral_family(), &gemma2_family(), &gemma3_text_family()};
 }
 
 const FamilyDef& family_def(ModelFamily family) {

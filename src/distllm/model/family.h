@@ -45,6 +45,8 @@ enum class TensorRole {
   kMlpOutBias,
   kQNormWeight,
   kKNormWeight,
+  kAttnPostNormWeight,  // the sandwich norms (BlockSpec::post_norms) on each branch's output
+  kMlpPostNormWeight,
   kFinalNormWeight,
   kFinalNormBias,
   kLmHead,

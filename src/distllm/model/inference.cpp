@@ -10,6 +10,7 @@
 #include "distllm/kernels/activation.h"
 #include "distllm/kernels/embedding.h"
 #include "distllm/kernels/linear_bi.h"
+#include "distllm/kernels/logit_softcap.h"
 #include "distllm/kernels/norm.h"
 #include "distllm/kernels/paged_attention.h"
 #include "distllm/kernels/vec.h"
@@ -102,6 +103,11 @@ void InferenceModel::build(const ModelWeights& w) {
         out, in, [&](int64_t n0, int count, float* rows) { w.read_f32(off + n0 * in, int64_t{count} * in, rows); },
         weight_dtype_);
   };
+  auto plus_one = [&](const float* w, int n) -> const float* {
+    AlignedBuffer<float>& copy = owned_.emplace_back(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) copy[i] = 1.0f + w[i];
+    return copy.data();
+  };
   const int C = cfg_.n_embd;
   layers_.resize(cfg_.n_layer);
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -112,6 +118,12 @@ void InferenceModel::build(const ModelWeights& w) {
     L.attn_out_b = small(o.attn_out_b), L.mlp_norm_w = small(o.mlp_norm_w), L.mlp_norm_b = small(o.mlp_norm_b);
     L.mlp_in_b = small(o.mlp_in_b, shard_.mlp_in_dim()), L.mlp_out_b = small(o.mlp_out_b);
     L.q_norm_w = small(o.q_norm_w), L.k_norm_w = small(o.k_norm_w);
+    L.attn_post_norm_w = small(o.attn_post_norm_w), L.mlp_post_norm_w = small(o.mlp_post_norm_w);
+    if (L.q_norm_w && block.norm == NormKind::kRmsNormPlusOne) {
+      // The per-head norm kernel scales by its weight: it gets 1 + w, computed once.
+      L.q_norm_w = plus_one(L.q_norm_w, cfg_.head_dim);
+      L.k_norm_w = plus_one(L.k_norm_w, cfg_.head_dim);
+    }
     L.qkv = pack(o.qkv_w, C, shard_.qkv_dim());
     L.attn_out = pack(o.attn_out_w, shard_.attn_dim(), C);
     L.mlp_in = pack(o.mlp_in_w, C, shard_.mlp_in_dim());
@@ -209,6 +221,7 @@ void InferenceModel::lm_head(float* logits, int64_t rows) {
   const int C = cfg_.n_embd, V = cfg_.vocab_size;
   if (!tp_.active()) {
     linear_bi(logits, V, h_.data(), C, lm_head_, nullptr, rows);
+    if (cfg_.final_logit_softcap > 0.0f) logit_softcap_forward(logits, rows * V, cfg_.final_logit_softcap);
     return;
   }
   const int Vl = shard_.vocab_size, n = tp_.plan->size();
@@ -230,6 +243,7 @@ void InferenceModel::lm_head(float* logits, int64_t rows) {
     at += rows * w;
     col += w;
   }
+  if (cfg_.final_logit_softcap > 0.0f) logit_softcap_forward(logits, rows * V, cfg_.final_logit_softcap);
 }
 
 void InferenceModel::norm(const float* w, const float* b, const float* in, float* out, int64_t rows) const {
@@ -287,6 +301,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       }
   }
   embed(tokens.data(), positions.data(), N);
+  if (const float s = cfg_.embedding_scale(); s != 1.0f) scale(x_.data(), s, N * C);
 
   const int QKV = shard_.qkv_dim(), A = shard_.attn_dim();
   const int64_t kv_dim = cache.kv_dim();
@@ -356,6 +371,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       DL_PROFILE("infer.linear.attn_out");
       row_parallel(h_.data(), att_.data(), A, w.attn_out, w.attn_out_b, N);
     }
+    if (w.attn_post_norm_w) norm(w.attn_post_norm_w, nullptr, h_.data(), h_.data(), N);  // in place, row by row
     add_inplace(x_.data(), h_.data(), N * C);
     {
       DL_PROFILE("infer.norm");
@@ -370,6 +386,7 @@ void InferenceModel::forward(const std::vector<InferenceChunk>& batch, PagedKvCa
       DL_PROFILE("infer.linear.mlp_out");
       row_parallel(h_.data(), mlp_act_.data(), shard_.mlp_act_dim(), w.mlp_out, w.mlp_out_b, N);
     }
+    if (w.mlp_post_norm_w) norm(w.mlp_post_norm_w, nullptr, h_.data(), h_.data(), N);
     add_inplace(x_.data(), h_.data(), N * C);
   }
 

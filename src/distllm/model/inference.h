@@ -88,7 +88,8 @@ class InferenceModel {
   struct Layer {
     const float *attn_norm_w, *attn_norm_b, *qkv_b, *attn_out_b;
     const float *mlp_norm_w, *mlp_norm_b, *mlp_in_b, *mlp_out_b;
-    const float *q_norm_w, *k_norm_w;  // per-head q/k norms (qk_norm), else null
+    const float *q_norm_w, *k_norm_w;  // per-head q/k norms (qk_norm; as 1 + w for kRmsNormPlusOne), else null
+    const float *attn_post_norm_w, *mlp_post_norm_w;  // sandwich norms (post_norms), else null
     kernels::PackedLinear qkv, attn_out, mlp_in, mlp_out;
   };
   std::shared_ptr<const ModelWeights> weights_;  // a flat source the views point into; else null
@@ -125,7 +126,8 @@ class InferenceModel {
   void row_parallel(float* out, const float* in, int in_dim, const kernels::PackedLinear& w, const float* bias,
                     int64_t N);
   // logits [rows, V] from the final hidden states h_; under tp each rank computes
-  // its vocabulary columns and they are all-gathered into vocabulary order.
+  // its vocabulary columns and they are all-gathered into vocabulary order. Soft-
+  // capped (final_logit_softcap) when the model says so.
   void lm_head(float* logits, int64_t rows);
 };
 

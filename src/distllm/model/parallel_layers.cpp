@@ -46,6 +46,10 @@ void ParallelLayers::norm_forward(const float* weight, const float* bias, const 
   }
 }
 
+void ParallelLayers::local_norm_forward(const float* weight, const float* in, float* out, float* rstd) {
+  block_norm_forward(norm_, out, nullptr, rstd, in, weight, nullptr, rows_, C_, eps_);
+}
+
 void ParallelLayers::norm_backward(const float* weight, float* dweight, float* dbias, const float* dout,
                                    const float* in, const float* mean, const float* rstd, float* dresid) {
   if (!sp_) {

@@ -51,6 +51,10 @@ class ParallelLayers {
   // Norm of this rank's rows of `in` into out [BT, C] (all rows: gathered under
   // sequence parallelism); mean and rstd per held row.
   void norm_forward(const float* weight, const float* bias, const float* in, float* out, float* mean, float* rstd);
+  // Norm of this rank's rows of `in` into this rank's rows `out` [rows, C], nothing
+  // gathered: a sandwich norm on a row-parallel linear's output (block_spec.h:
+  // post_norms). Its backward is norm_backward's.
+  void local_norm_forward(const float* weight, const float* in, float* out, float* rstd);
   // Accumulates d(in) into dresid from this rank's rows of d(out), and the
   // parameter gradients (summed over the group under sequence parallelism).
   void norm_backward(const float* weight, float* dweight, float* dbias, const float* dout, const float* in,

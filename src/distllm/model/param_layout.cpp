@@ -58,6 +58,8 @@ int64_t* layer_field(LayerOffsets& o, TensorRole role) {
     case TensorRole::kMlpOutBias: return &o.mlp_out_b;
     case TensorRole::kQNormWeight: return &o.q_norm_w;
     case TensorRole::kKNormWeight: return &o.k_norm_w;
+    case TensorRole::kAttnPostNormWeight: return &o.attn_post_norm_w;
+    case TensorRole::kMlpPostNormWeight: return &o.mlp_post_norm_w;
     default: return nullptr;
   }
 }
@@ -82,6 +84,7 @@ ParamLayout::ParamLayout(const ModelConfig& c, const StageChunks& stage) : confi
            c.n_layer);
   const FamilyDef& family = family_def(c.family);
   linear_layout_ = c.block().linear_layout;
+  norm_kind_ = c.block().norm;
   keep_.push_back(stage.holds_embedding(c.tie_embeddings));
   for (int i = 0; i < c.n_layer; ++i) keep_.push_back(stage.has_layer(i));
   keep_.push_back(stage.last());

@@ -74,6 +74,8 @@ struct LayerFields {
   T mlp_out_b = kNone;
   T q_norm_w = kNone;  // [head_dim]: every query head's RMSNorm (qk_norm)
   T k_norm_w = kNone;
+  T attn_post_norm_w = kNone;  // [C]: the norm of the attention branch's output (post_norms)
+  T mlp_post_norm_w = kNone;   // [C]: the norm of the MLP branch's output
 
   // The same fields, each mapped by f (absent ones stay absent).
   template <typename U, typename F>
@@ -84,6 +86,7 @@ struct LayerFields {
     r.attn_out_w = m(attn_out_w), r.attn_out_b = m(attn_out_b), r.mlp_norm_w = m(mlp_norm_w);
     r.mlp_norm_b = m(mlp_norm_b), r.mlp_in_w = m(mlp_in_w), r.mlp_in_b = m(mlp_in_b), r.mlp_out_w = m(mlp_out_w);
     r.mlp_out_b = m(mlp_out_b), r.q_norm_w = m(q_norm_w), r.k_norm_w = m(k_norm_w);
+    r.attn_post_norm_w = m(attn_post_norm_w), r.mlp_post_norm_w = m(mlp_post_norm_w);
     return r;
   }
 };
@@ -149,8 +152,9 @@ class ParamLayout {
   // True when the output head reads the embedding group's parameters (tied).
   bool head_uses_embedding() const { return config_.tie_embeddings; }
 
-  // Matmul layout of the block weights (the family's BlockSpec).
+  // Matmul layout of the block weights and the norm kind (the family's BlockSpec).
   kernels::WeightLayout linear_layout() const { return linear_layout_; }
+  NormKind norm_kind() const { return norm_kind_; }
 
  private:
   ModelConfig config_;
@@ -158,6 +162,7 @@ class ParamLayout {
   std::vector<ParamGroup> groups_;
   int64_t total_ = 0;
   kernels::WeightLayout linear_layout_;
+  NormKind norm_kind_;
 
   std::vector<LayerOffsets> layer_offsets_;  // per layer (fields -1 for layers not held)
   EmbedHeadOffsets embed_head_;

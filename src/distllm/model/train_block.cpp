@@ -17,23 +17,27 @@ void alloc_floats(AlignedBuffer<float>& b, int64_t n) { b.resize(static_cast<siz
 size_t BlockActs::bytes() const {
   return (norm1.size() + norm1_mean.size() + norm1_rstd.size() + qkv.size() + qk_saved.size() + qk_rstd.size() +
           attn.size() + lse.size() + mid.size() + norm2.size() + norm2_mean.size() + norm2_rstd.size() + mlp_in.size() +
-          mlp_act.size()) *
+          mlp_act.size() + attn_proj.size() + attn_post_rstd.size() + mlp_proj.size() + mlp_post_rstd.size()) *
          sizeof(float);
 }
 
 size_t BlockScratch::bytes() const {
-  return (dnorm.size() + dqkv.size() + dattn.size() + dmlp_in.size() + dmlp_act.size()) * sizeof(float);
+  return (dnorm.size() + dqkv.size() + dattn.size() + dmlp_in.size() + dmlp_act.size() + dpost.size()) * sizeof(float);
 }
 
 TrainBlock::TrainBlock(const ModelConfig& shard, int64_t BT, ParallelLayers& par, TrainAttention& attention,
                        BlockScratch& scratch)
     : cfg_(shard),
       mlp_(shard.block().mlp),
+      post_norms_(shard.block().post_norms),
+      qk_plus_one_(shard.block().qk_norm && shard.block().norm == NormKind::kRmsNormPlusOne),
       BT_(BT),
       par_(par),
       attention_(attention),
       s_(scratch),
-      mode_{shard.block().linear_layout, ComputeDtype::kF32} {}
+      mode_{shard.block().linear_layout, ComputeDtype::kF32} {
+  if (qk_plus_one_) qk_weights_.resize(static_cast<size_t>(2 * shard.head_dim));
+}
 
 void TrainBlock::alloc(BlockActs& a) const {
   const int64_t C = cfg_.n_embd, rows = par_.rows();
@@ -51,6 +55,12 @@ void TrainBlock::alloc(BlockActs& a) const {
   alloc_floats(a.norm2_rstd, rows);
   alloc_floats(a.mlp_in, BT_ * cfg_.mlp_in_dim());
   alloc_floats(a.mlp_act, BT_ * cfg_.mlp_act_dim());
+  if (post_norms_) {
+    alloc_floats(a.attn_proj, rows * C);
+    alloc_floats(a.attn_post_rstd, rows);
+    alloc_floats(a.mlp_proj, rows * C);
+    alloc_floats(a.mlp_post_rstd, rows);
+  }
 }
 
 void TrainBlock::alloc(BlockScratch& s) const {
@@ -59,11 +69,28 @@ void TrainBlock::alloc(BlockScratch& s) const {
   alloc_floats(s.dattn, BT_ * cfg_.attn_dim());
   alloc_floats(s.dmlp_in, BT_ * cfg_.mlp_in_dim());
   alloc_floats(s.dmlp_act, BT_ * cfg_.mlp_act_dim());
+  if (post_norms_) alloc_floats(s.dpost, par_.rows() * cfg_.n_embd);
 }
 
 QkNorm TrainBlock::qk_norm(const LayerTensors& w, BlockActs& a) {
   if (w.q_norm_w == nullptr) return {};
-  return {w.q_norm_w, w.k_norm_w, a.qk_saved.data(), a.qk_rstd.data()};
+  if (!qk_plus_one_) return {w.q_norm_w, w.k_norm_w, a.qk_saved.data(), a.qk_rstd.data()};
+  // The per-head norm kernels scale by their weight: they get 1 + w. The gradient
+  // of 1 + w is that of w, so the weight gradients land on w unchanged.
+  const int D = cfg_.head_dim;
+  float* q = qk_weights_.data();
+  float* k = q + D;
+  for (int i = 0; i < D; ++i) q[i] = 1.0f + w.q_norm_w[i], k[i] = 1.0f + w.k_norm_w[i];
+  return {q, k, a.qk_saved.data(), a.qk_rstd.data()};
+}
+
+const float* TrainBlock::post_norm_backward(const float* weight, float* dweight, const AlignedBuffer<float>& proj,
+                                            const AlignedBuffer<float>& rstd, const float* dresid) {
+  if (!post_norms_) return dresid;
+  DL_PROFILE("bwd.norm");
+  s_.dpost.zero();
+  par_.norm_backward(weight, dweight, nullptr, dresid, proj.data(), nullptr, rstd.data(), s_.dpost.data());
+  return s_.dpost.data();
 }
 
 void TrainBlock::forward(int layer, const LayerTensors& w, const float* in, BlockActs& a, float* out) {
@@ -81,7 +108,12 @@ void TrainBlock::forward(int layer, const LayerTensors& w, const float* in, Bloc
   attention_.forward(layer, a.qkv.data(), a.attn.data(), a.lse.data(), qk_norm(w, a));
   {
     DL_PROFILE("fwd.matmul");
-    par_.row_parallel_forward(a.mid.data(), a.attn.data(), w.attn_out_w, w.attn_out_b, cfg_.attn_dim(), mode_);
+    float* proj = post_norms_ ? a.attn_proj.data() : a.mid.data();
+    par_.row_parallel_forward(proj, a.attn.data(), w.attn_out_w, w.attn_out_b, cfg_.attn_dim(), mode_);
+  }
+  if (post_norms_) {
+    DL_PROFILE("fwd.norm");
+    par_.local_norm_forward(w.attn_post_norm_w, a.attn_proj.data(), a.mid.data(), a.attn_post_rstd.data());
   }
   {
     DL_PROFILE("fwd.residual");
@@ -103,7 +135,12 @@ void TrainBlock::forward(int layer, const LayerTensors& w, const float* in, Bloc
   }
   {
     DL_PROFILE("fwd.matmul");
-    par_.row_parallel_forward(out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, I, mode_);
+    par_.row_parallel_forward(post_norms_ ? a.mlp_proj.data() : out, a.mlp_act.data(), w.mlp_out_w, w.mlp_out_b, I,
+                              mode_);
+  }
+  if (post_norms_) {
+    DL_PROFILE("fwd.norm");
+    par_.local_norm_forward(w.mlp_post_norm_w, a.mlp_proj.data(), out, a.mlp_post_rstd.data());
   }
   {
     DL_PROFILE("fwd.residual");
@@ -115,8 +152,9 @@ void TrainBlock::backward(int layer, const LayerTensors& w, const LayerTensors& 
                           float* dresid) {
   const int C = cfg_.n_embd, I = cfg_.mlp_act_dim();
 
-  // MLP branch: out = mid + mlp_out(act(mlp_in(norm2(mid))))
-  const float* dout = par_.all_rows(dresid);
+  // MLP branch: out = mid + post2(mlp_out(act(mlp_in(norm2(mid)))))
+  const float* dout =
+      par_.all_rows(post_norm_backward(w.mlp_post_norm_w, g.mlp_post_norm_w, a.mlp_proj, a.mlp_post_rstd, dresid));
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_input(s_.dmlp_act.data(), dout, w.mlp_out_w, BT_, I, C, mode_);
@@ -145,8 +183,9 @@ void TrainBlock::backward(int layer, const LayerTensors& w, const LayerTensors& 
                        a.norm2_rstd.data(), dresid);
   }
 
-  // Attention branch: mid = in + attn_out(attention(qkv(norm1(in))))
-  dout = par_.all_rows(dresid);
+  // Attention branch: mid = in + post1(attn_out(attention(qkv(norm1(in)))))
+  dout = par_.all_rows(
+      post_norm_backward(w.attn_post_norm_w, g.attn_post_norm_w, a.attn_proj, a.attn_post_rstd, dresid));
   {
     DL_PROFILE("bwd.matmul");
     matmul_backward_input(s_.dattn.data(), dout, w.attn_out_w, BT_, cfg_.attn_dim(), C, mode_);

@@ -2,6 +2,8 @@
 // writes them:
 //   mid = in  + attn_out(attention(qkv(norm1(in))))   (q/k normed per head first, for families that do)
 //   out = mid + mlp_out(act(mlp_in(norm2(mid))))
+// With sandwich norms (post_norms) each branch's output is normed once more before
+// its residual add: mid = in + post1(attn_out(...)), out = mid + post2(mlp_out(...)).
 // The norms, the activation and the positions are the family's (block_spec.h); the
 // linears and norms are parallel layers (parallel_layers.h) and the attention a
 // TrainAttention, so tensor, sequence and context parallelism wrap the block
@@ -31,6 +33,8 @@ struct BlockActs {
   AlignedBuffer<float> norm2, norm2_mean, norm2_rstd;
   AlignedBuffer<float> mlp_in;   // [BT, mlp_in_dim] (pre-activation)
   AlignedBuffer<float> mlp_act;  // [BT, mlp_act_dim]
+  // Sandwich norms: each branch's output before its norm [rows, C], and the norm's rstd [rows].
+  AlignedBuffer<float> attn_proj, attn_post_rstd, mlp_proj, mlp_post_rstd;
   size_t bytes() const;
 };
 
@@ -38,6 +42,7 @@ struct BlockActs {
 // input gradient of a column-parallel pair) is also the output head's.
 struct BlockScratch {
   AlignedBuffer<float> dnorm, dqkv, dattn, dmlp_in, dmlp_act;
+  AlignedBuffer<float> dpost;  // sandwich norms: d(branch output) [rows, C]
   size_t bytes() const;
 };
 
@@ -63,13 +68,20 @@ class TrainBlock {
  private:
   ModelConfig cfg_;
   MlpKind mlp_;
+  bool post_norms_;
+  bool qk_plus_one_;  // the q/k norms scale by 1 + w (kRmsNormPlusOne)
+  AlignedBuffer<float> qk_weights_;  // then their effective weights 1 + w, q's then k's [2, head_dim]
   int64_t BT_;
   ParallelLayers& par_;
   TrainAttention& attention_;
   BlockScratch& s_;
   kernels::MatmulMode mode_;
 
-  static QkNorm qk_norm(const LayerTensors& w, BlockActs& a);
+  QkNorm qk_norm(const LayerTensors& w, BlockActs& a);
+  // d(branch output) from d(block output) `dresid` (this rank's rows): through the
+  // sandwich norm when there is one (its weight gradient into g), else dresid itself.
+  const float* post_norm_backward(const float* weight, float* dweight, const AlignedBuffer<float>& proj,
+                                  const AlignedBuffer<float>& rstd, const float* dresid);
 };
 
 }  // namespace distllm

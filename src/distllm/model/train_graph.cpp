@@ -10,6 +10,7 @@
 #include "distllm/base/strings.h"
 #include "distllm/kernels/cross_entropy.h"
 #include "distllm/kernels/embedding.h"
+#include "distllm/kernels/vec.h"
 
 namespace distllm {
 
@@ -193,6 +194,7 @@ float TrainGraph::forward(ParamSource& src, const int32_t* tokens, const int32_t
     before(embed);
     float* first = stage_.layers() > 0 ? inputs_[0].data() : final_input_.data();
     par_.embed_forward(layout_.embed_view(src.group_params(embed)), tokens_.data(), positions_.data(), first);
+    if (const float s = cfg_.embedding_scale(); s != 1.0f) scale(first, s, par_.rows() * cfg_.n_embd);
     after(embed);
   }
   for (int l = stage_.begin; l < stage_.end; ++l) {
@@ -251,6 +253,8 @@ void TrainGraph::backward(ParamSource& src, const TrainHooks* hooks) {
   if (!stage_.first()) return;  // dresid_ holds d(stage input)
   const int embed_g = layout_.embed_group();
   {
+    // d(table rows) = d(scaled embedding) x the scale.
+    if (const float s = cfg_.embedding_scale(); s != 1.0f) scale(dresid_.data(), s, par_.rows() * cfg_.n_embd);
     const float* dout = par_.all_rows(dresid_.data());
     DL_PROFILE("bwd.embedding");
     if (hooks && hooks->embedding_backward) {

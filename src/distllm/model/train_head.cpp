@@ -5,6 +5,7 @@
 
 #include "distllm/base/profiler.h"
 #include "distllm/kernels/cross_entropy.h"
+#include "distllm/kernels/logit_softcap.h"
 
 namespace distllm {
 
@@ -32,10 +33,12 @@ TrainHead::TrainHead(const ModelConfig& shard, int vocab, int64_t BT, ParallelLa
   final_rstd_.resize(static_cast<size_t>(rows));
   losses_.resize(static_cast<size_t>(BT_));
   logits_chunk_.resize(static_cast<size_t>(head_chunk_rows(BT_, vocab_) * cfg_.vocab_size));
+  if (cfg_.final_logit_softcap > 0.0f) capped_chunk_.resize(logits_chunk_.size());
 }
 
 size_t TrainHead::bytes() const {
-  return (final_norm_.size() + final_mean_.size() + final_rstd_.size() + losses_.size() + logits_chunk_.size()) *
+  return (final_norm_.size() + final_mean_.size() + final_rstd_.size() + losses_.size() + logits_chunk_.size() +
+          capped_chunk_.size()) *
          sizeof(float);
 }
 
@@ -59,6 +62,14 @@ float TrainHead::forward(const HeadTensors& head, const HeadTensors& dhead, cons
       DL_PROFILE("head.matmul");
       matmul_forward(logits, x, head.lm_head, nullptr, rows, C, V, mode);
     }
+    const float cap = cfg_.final_logit_softcap;
+    if (cap > 0.0f) {
+      DL_PROFILE("head.softcap");
+      logit_softcap_forward(logits, rows * V, cap);
+      // The cross-entropy overwrites the logits with their gradient; the tanh's
+      // derivative is read from the capped values.
+      if (args.compute_grad) std::memcpy(capped_chunk_.data(), logits, sizeof(float) * rows * V);
+    }
     if (args.logits_out) std::memcpy(args.logits_out + r0 * V, logits, sizeof(float) * rows * V);
     if (tp_.active()) {
       DL_PROFILE("head.cross_entropy");
@@ -71,6 +82,10 @@ float TrainHead::forward(const HeadTensors& head, const HeadTensors& dhead, cons
     } else {
       DL_PROFILE("head.cross_entropy");
       cross_entropy_forward_backward(losses_.data() + r0, logits, targets + r0, rows, V, ce_scale);
+    }
+    if (cap > 0.0f) {
+      DL_PROFILE("head.softcap");
+      logit_softcap_backward(logits, capped_chunk_.data(), rows * V, cap);
     }
     DL_PROFILE("head.matmul_bwd");
     matmul_backward_input(s_.dnorm.data() + r0 * C, logits, head.lm_head, rows, C, V, mode);

@@ -5,7 +5,10 @@
 // and the [V, C] gradient is read and written only a few times per step; the final
 // norm's backward waits for backward(). Under tensor parallelism each rank holds a
 // slice of the vocabulary, and the cross-entropy combines every rank's part of each
-// row's log-sum-exp (vocab_parallel_cross_entropy).
+// row's log-sum-exp (vocab_parallel_cross_entropy). With final-logit soft-capping
+// (Gemma 2) the logits are capped by their own elementwise pass before the
+// cross-entropy and its gradient passed back through the tanh after it, so the
+// cross-entropy kernels (plain and vocabulary-parallel) stay as they are.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,7 @@ class TrainHead {
   BlockScratch& s_;
   kernels::ComputeDtype compute_ = kernels::ComputeDtype::kF32;
   AlignedBuffer<float> final_norm_, final_mean_, final_rstd_, losses_, logits_chunk_;
+  AlignedBuffer<float> capped_chunk_;  // soft-capping with gradients: the chunk's capped logits
   const float* final_dnorm_ = nullptr;  // d(final norm output), this rank's rows
   int64_t valid_targets_ = 0;
 };

@@ -7,6 +7,7 @@
 #include "distllm/base/parallel.h"
 #include "distllm/base/rng.h"
 #include "distllm/base/strings.h"
+#include "distllm/model/block_ops.h"
 
 namespace distllm {
 
@@ -54,7 +55,8 @@ bool is_residual_projection(TensorRole role) {
 
 bool is_norm_weight(TensorRole role) {
   return role == TensorRole::kAttnNormWeight || role == TensorRole::kMlpNormWeight ||
-         role == TensorRole::kFinalNormWeight || role == TensorRole::kQNormWeight || role == TensorRole::kKNormWeight;
+         role == TensorRole::kFinalNormWeight || role == TensorRole::kQNormWeight || role == TensorRole::kKNormWeight ||
+         role == TensorRole::kAttnPostNormWeight || role == TensorRole::kMlpPostNormWeight;
 }
 
 }  // namespace
@@ -65,6 +67,7 @@ void init_weights_range(const ParamLayout& layout, uint64_t seed, int64_t begin,
   const auto& tensors = layout.tensors();
   const int n_layer = static_cast<int>(layout.groups().size()) - 2;
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max(1, n_layer)));
+  const float identity_norm = identity_norm_weight(layout.norm_kind());
   std::fill(out, out + (end - begin), 0.0f);  // padding between groups
   parallel_for(0, static_cast<int64_t>(tensors.size()), [&](int64_t k) {
     const ParamTensor& t = tensors[k];
@@ -72,7 +75,7 @@ void init_weights_range(const ParamLayout& layout, uint64_t seed, int64_t begin,
     if (lo >= hi) return;
     float* p = out + (lo - begin);
     if (t.shape.size() == 1) {
-      float value = is_norm_weight(t.role) ? 1.0f : 0.0f;
+      float value = is_norm_weight(t.role) ? identity_norm : 0.0f;
       std::fill(p, p + (hi - lo), value);
       return;
     }

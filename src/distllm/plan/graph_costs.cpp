@@ -26,7 +26,8 @@ int64_t activation_bytes(const GraphShape& g) {
   const int64_t qk_heads = c.block().qk_norm ? static_cast<int64_t>(c.n_head) + c.n_kv_head : 0;
   const int64_t per_layer = BT * C * 2 + R * C + R * 4 + BT * c.qkv_dim() + BT * c.attn_dim() +
                             static_cast<int64_t>(g.batch) * c.n_head * T + BT * c.mlp_in_dim() + BT * c.mlp_act_dim() +
-                            BT * qk_heads * (c.head_dim + 1);
+                            BT * qk_heads * (c.head_dim + 1) +
+                            (c.block().post_norms ? 2 * R * C + 2 * R : 0);  // sandwich norms: inputs and rstd
   int64_t floats = 0;
   int checkpointed = 0;
   for (int l = g.stage.begin; l < g.stage.end; ++l) {
@@ -42,9 +43,11 @@ int64_t activation_bytes(const GraphShape& g) {
     floats += BT * C + R * 2 + BT;  // final norm output, mean, rstd, losses
     const int64_t chunk = std::min(BT, std::max<int64_t>(64, (int64_t(256) << 20) / (int64_t(g.full->vocab_size) * 4)));
     floats += chunk * c.vocab_size;  // one chunk of this shard's logits
+    if (c.final_logit_softcap > 0.0f) floats += chunk * c.vocab_size;  // and its capped copy
   }
   // Backward scratch: dresid [R, C], dnorm [BT, C], dqkv, dattn, dmlp_in, dmlp_act.
   floats += R * C + BT * C + BT * c.qkv_dim() + BT * c.attn_dim() + BT * c.mlp_in_dim() + BT * c.mlp_act_dim();
+  if (c.block().post_norms) floats += R * C;  // d(branch output) through a sandwich norm
   if (g.sp) floats += 2 * BT * C + R * C + 2 * C;  // partial sums, gathered gradient, own rows, norm grads
   if (g.kv_replicas > 1) floats += BT * 2 * g.full->n_kv_head * c.head_dim;
   if (qk_heads > 0 && g.full->n_head != c.n_head) floats += 2 * c.head_dim;  // tp: the q/k norms' gradient sums

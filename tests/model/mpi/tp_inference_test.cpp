@@ -54,9 +54,10 @@ std::shared_ptr<Transformer> make_model(const ModelConfig& cfg) {
   for (const ParamTensor& t : m->layout().tensors()) {
     if (t.shape.size() == 2)
       for (int64_t i = 0; i < t.numel; ++i) m->params()[t.offset + i] *= 8.0f;
-    // q/k/v biases and q/k norms off their initial 0 and 1, so the split uses them.
+    // q/k/v biases, q/k norms and sandwich norms off their initial values, so the split uses them.
     const bool qkv_extra = t.role == TensorRole::kQkvBias || t.role == TensorRole::kQNormWeight ||
-                           t.role == TensorRole::kKNormWeight || (t.role == TensorRole::kFusedPart && t.shape.size() == 1);
+                           t.role == TensorRole::kKNormWeight || (t.role == TensorRole::kFusedPart && t.shape.size() == 1) ||
+                           t.role == TensorRole::kAttnPostNormWeight || t.role == TensorRole::kMlpPostNormWeight;
     if (qkv_extra)
       for (int64_t i = 0; i < t.numel; ++i) m->params()[t.offset + i] += 0.3f * rng.normal();
   }
@@ -197,6 +198,18 @@ TEST(TensorParallelInference, Qwen2AndQwen3MatchTheWholeModel) {
   for (int tp : {2, 4}) {
     expect_parity(tiny(ModelFamily::kQwen2, 4), tp, DType::kF32, DType::kF32, 1e-5);
     expect_parity(tiny(ModelFamily::kQwen3, 1), tp, DType::kF32, DType::kF32, 1e-5);
+  }
+}
+
+// gemma2: sandwich norms after each row-parallel sum, scaled embeddings, logits capped
+// after the gather; gemma3: q/k norms (1 + w) per head on each rank.
+TEST(TensorParallelInference, Gemma2AndGemma3MatchTheWholeModel) {
+  ModelConfig gemma2 = tiny(ModelFamily::kGemma2, 4);
+  gemma2.final_logit_softcap = 5.0f;
+  gemma2.normalize();
+  for (int tp : {2, 4}) {
+    expect_parity(gemma2, tp, DType::kF32, DType::kF32, 1e-5);
+    expect_parity(tiny(ModelFamily::kGemma3Text, 1), tp, DType::kF32, DType::kF32, 1e-5);
   }
 }
 

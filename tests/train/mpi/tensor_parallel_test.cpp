@@ -176,6 +176,21 @@ TEST(TensorParallelGraph, MistralSlidingWindowMatchesTheSingleProcess) {
   }
 }
 
+// gemma2/gemma3: the sandwich norms run on each rank's rows of the residual stream
+// (replicated weights, their gradients summed under sequence parallelism), the
+// embedding scale on each rank's rows, and gemma2's logit soft-cap on each rank's
+// slice of the vocabulary before the vocabulary-parallel cross-entropy.
+TEST(TensorParallelGraph, Gemma2AndGemma3MatchTheSingleProcess) {
+  ModelConfig gemma2 = family_tp(ModelFamily::kGemma2, 4);
+  gemma2.final_logit_softcap = 0.05f;  // small enough to bend these small logits
+  gemma2.normalize();
+  for (int tp : {2, 3, 4}) {
+    if (tp > comm::world()->size()) continue;
+    if (4 % tp == 0) expect_parity(gemma2, tp, /*sp=*/tp == 2);
+    expect_parity(family_tp(ModelFamily::kGemma3Text, 1), tp, /*sp=*/tp != 2);
+  }
+}
+
 // phi3's fused matrices: each rank takes its heads out of q|k|v and its hidden units
 // out of both halves of gate|up; a tp larger than the key/value heads is refused.
 TEST(TensorParallelGraph, Phi3FusedMatricesMatchTheSingleProcess) {

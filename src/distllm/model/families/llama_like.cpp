@@ -56,6 +56,12 @@ int default_intermediate(int n_embd) {
 }
 
 void read_shared_fields(const nlohmann::json& j, ModelConfig& c, const std::string& origin) {
+  read_shared_fields_but_activation(j, c, origin);
+  const std::string act = hf_config::get_string_or(j, "hidden_act", "silu", origin);
+  DL_CHECK(act == "silu", "%s: hidden_act '%s' is not supported (this family uses silu)", origin.c_str(), act.c_str());
+}
+
+void read_shared_fields_but_activation(const nlohmann::json& j, ModelConfig& c, const std::string& origin) {
   using namespace hf_config;
   c.vocab_size = get_int(j, "vocab_size", ModelConfig::kMaxVocab, origin);
   c.n_embd = get_int(j, "hidden_size", ModelConfig::kMaxWidth, origin);
@@ -68,8 +74,6 @@ void read_shared_fields(const nlohmann::json& j, ModelConfig& c, const std::stri
   c.norm_eps = static_cast<float>(get_number_or(j, "rms_norm_eps", 1e-6, origin));
   c.rope_theta = get_number_or(j, "rope_theta", 10000.0, origin);
   c.tie_embeddings = get_bool_or(j, "tie_word_embeddings", false, origin);
-  const std::string act = get_string_or(j, "hidden_act", "silu", origin);
-  DL_CHECK(act == "silu", "%s: hidden_act '%s' is not supported (this family uses silu)", origin.c_str(), act.c_str());
   const double partial = get_number_or(j, "partial_rotary_factor", 1.0, origin);
   DL_CHECK(partial == 1.0, "%s: partial_rotary_factor %g is not supported (only 1)", origin.c_str(), partial);
   c.rope_scaling = parse_rope_scaling(j, c.max_position, origin);

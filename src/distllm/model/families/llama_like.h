@@ -22,6 +22,8 @@ std::vector<TensorSpec> head_tensors(const ModelConfig& c);
 // The fields the lineage shares in config.json: sizes, norms, RoPE (theta and
 // rope_scaling), tying and the activation (which must be silu).
 void read_shared_fields(const nlohmann::json& j, ModelConfig& c, const std::string& origin);
+// The same without the activation (a family with another MLP checks its own).
+void read_shared_fields_but_activation(const nlohmann::json& j, ModelConfig& c, const std::string& origin);
 void write_shared_fields(const ModelConfig& c, nlohmann::json& j);
 
 // Llama's MLP width when none is given: 2/3 of 4 x width rounded up to 256.

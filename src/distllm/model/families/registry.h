@@ -12,5 +12,7 @@ const FamilyDef& qwen2_family();
 const FamilyDef& qwen3_family();
 const FamilyDef& phi3_family();
 const FamilyDef& mistral_family();
+const FamilyDef& gemma2_family();
+const FamilyDef& gemma3_text_family();
 
 }  // namespace distllm
